@@ -1,0 +1,3 @@
+from mtl_mcp.cli import cli
+
+cli()

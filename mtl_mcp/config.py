@@ -1,0 +1,119 @@
+"""Settings: command-line flag > environment variable > `<home>/config.toml` > default."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from mtl_mcp.errors import ConfigError
+
+DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
+DEFAULT_DISTILL_MODEL = "claude-haiku-5-5"
+HOME_ENV = "MTL_MCP_HOME"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable. Each field's metadata names its environment variable."""
+
+    home: Path
+    store_uri: str = field(default="", metadata={"env": "MTL_MCP_STORE_URI"})
+    embed_model: str = field(default=DEFAULT_EMBED_MODEL, metadata={"env": "MTL_MCP_EMBED_MODEL"})
+    dedup_threshold: float = field(default=0.92, metadata={"env": "MTL_MCP_DEDUP_THRESHOLD"})
+    starter: bool = field(default=True, metadata={"env": "MTL_MCP_STARTER"})
+    retire_after_harmful: int = field(default=3, metadata={"env": "MTL_MCP_RETIRE_AFTER_HARMFUL"})
+    distill_model: str = field(
+        default=DEFAULT_DISTILL_MODEL, metadata={"env": "MTL_MCP_DISTILL_MODEL"}
+    )
+    anthropic_api_key: str | None = field(
+        default=None, repr=False, metadata={"env": "ANTHROPIC_API_KEY"}
+    )
+    digest_tokens: int = field(default=6000, metadata={"env": "MTL_MCP_DIGEST_TOKENS"})
+    daily_token_budget: int = field(default=300_000, metadata={"env": "MTL_MCP_DAILY_TOKENS"})
+
+    def __post_init__(self) -> None:
+        if not self.store_uri:
+            object.__setattr__(self, "store_uri", str(self.home / "store"))
+        if not 0.5 <= self.dedup_threshold <= 1.0:
+            raise ConfigError(
+                f"dedup_threshold {self.dedup_threshold} is out of range: use a cosine "
+                "similarity between 0.5 and 1.0 (default 0.92)"
+            )
+
+    @property
+    def models_dir(self) -> Path:
+        """Where embedding models are assembled or cached (never /tmp: it is wiped on reboot)."""
+        return self.home / "models"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.toml"
+
+
+def default_home() -> Path:
+    """$MTL_MCP_HOME, else the platform's user data directory."""
+    if env := os.environ.get(HOME_ENV):
+        return Path(env).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("mtl-mcp", appauthor=False)
+
+
+def _coerce(name: str, raw: Any, target: Any) -> Any:
+    """Turn a string from the environment or a TOML value into the field's type."""
+    try:
+        if target is bool or target == "bool":
+            if isinstance(raw, bool):
+                return raw
+            lowered = str(raw).strip().lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if target in (int, "int"):
+            return int(raw)
+        if target in (float, "float"):
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a valid {target}: fix it or unset it") from None
+    return str(raw)
+
+
+def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings from flags (`home`, `overrides`), the environment and the config file."""
+    home = (home or default_home()).expanduser().resolve()
+    file_values: dict[str, Any] = {}
+    config_file = home / "config.toml"
+    if config_file.is_file():
+        try:
+            file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{config_file} is not valid TOML ({exc}): fix or delete it") from exc
+    values: dict[str, Any] = {}
+    known = {f.name: f for f in fields(Settings) if f.name != "home"}
+    if unknown := set(file_values) - set(known):
+        raise ConfigError(
+            f"{config_file} has unknown settings {sorted(unknown)}; known: {sorted(known)}"
+        )
+    for name, spec in known.items():
+        env_value = os.environ.get(spec.metadata["env"])
+        if overrides.get(name) is not None:
+            values[name] = overrides[name]
+        elif env_value not in (None, ""):
+            values[name] = _coerce(spec.metadata["env"], env_value, spec.type)
+        elif name in file_values:
+            values[name] = _coerce(f"{config_file}:{name}", file_values[name], spec.type)
+    return Settings(home=home, **values)
+
+
+def with_home(settings: Settings, home: Path) -> Settings:
+    """The same settings pointed at another data directory (used by throwaway stores)."""
+    return replace(settings, home=home, store_uri="")

@@ -1,0 +1,164 @@
+"""Pydantic models for data that crosses a boundary: tool I/O, files, the store's rows.
+
+No I/O here. Field descriptions are written for the assistant: they become the tool schemas.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+Category = Literal[
+    "test-verification",
+    "interaction-protocol",
+    "workflow-discipline",
+    "anti-patterns",
+    "api-compliance",
+    "environment-adaptation",
+    "exploration",
+    "input-validation",
+    "file-syntax",
+    "algorithmic-strategy",
+    "other",
+]
+CATEGORIES: tuple[str, ...] = get_args(Category)
+Polarity = Literal["success", "failure"]
+Outcome = Literal["success", "failure", "unknown"]
+Status = Literal["active", "retired"]
+Scope = Literal["all", "other-projects", "this-project"]
+RecordStatus = Literal["stored", "merged", "rejected"]
+
+TITLE_MAX = 100
+DESCRIPTION_MAX = 300
+CONTENT_MAX = 1000
+TAGS_MAX = 12
+TAG_MAX = 40
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9+#.-]{0,39}$")
+
+
+def _slug(value: str) -> str:
+    """Lower-case and hyphenate a free label such as a domain, a language or a tag."""
+    slug = re.sub(r"[\s_/]+", "-", value.strip().lower())
+    if not _SLUG.match(slug):
+        raise ValueError(
+            f"{value!r} is not a short label: use 1-40 lower-case letters, digits or hyphens, "
+            "e.g. 'web-backend'"
+        )
+    return slug
+
+
+def _labels(values: list[str]) -> list[str]:
+    """Slugify and deduplicate, keeping the first occurrence's order."""
+    return list(dict.fromkeys(_slug(v) for v in values if v.strip()))
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+Labels = Annotated[list[str], AfterValidator(_labels)]
+NonBlank = StringConstraints(strip_whitespace=True, min_length=1)
+
+
+class InsightDraft(BaseModel):
+    """An abstract, task-agnostic lesson, before the store gives it an id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, NonBlank, StringConstraints(max_length=TITLE_MAX)] = Field(
+        description="Short imperative title of the lesson, e.g. 'Reproduce a failure before fixing it'."
+    )
+    description: Annotated[str, NonBlank, StringConstraints(max_length=DESCRIPTION_MAX)] = Field(
+        description="One sentence saying when the lesson applies."
+    )
+    content: Annotated[str, NonBlank, StringConstraints(max_length=CONTENT_MAX)] = Field(
+        description=(
+            "The lesson itself in 1-3 sentences. Abstract: no file names, paths, URLs, "
+            "project names, line numbers or task-specific strings."
+        )
+    )
+    polarity: Polarity = Field(
+        default="success",
+        description="'success' = a practice that worked; 'failure' = a mistake and how to avoid it.",
+    )
+    category: Category = Field(
+        default="other", description="The kind of transferable knowledge this lesson is."
+    )
+    domain: Slug | None = Field(
+        default=None,
+        description="Where the lesson was learned, as a slug: web-backend, data-science, devops-shell...",
+    )
+    languages: Labels = Field(
+        default_factory=list, max_length=10, description="Programming languages involved, if any."
+    )
+    tags: Labels = Field(default_factory=list, max_length=TAGS_MAX, description="A few keywords.")
+
+    def embedding_text(self) -> str:
+        """The text whose embedding is the insight's retrieval key."""
+        return f"{self.title}. {self.description} {self.content}"
+
+
+class Insight(InsightDraft):
+    """An insight as stored: a draft plus identity, provenance and usage counters."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    project: str | None = Field(default=None, description="The project that first produced it.")
+    projects: list[str] = Field(default_factory=list, description="Every project that produced it.")
+    session_id: str | None = None
+    client: str | None = None
+    model: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    support: int = Field(default=1, description="How many sessions produced or confirmed it.")
+    helpful: int = 0
+    harmful: int = 0
+    recall_count: int = 0
+    status: Status = "active"
+    abstraction_score: float = Field(default=1.0, ge=0.0, le=1.0)
+    notes: list[str] = Field(default_factory=list, description="Notes left with ratings.")
+
+    @field_validator("notes", "projects", "languages", "tags", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        """Columns added by a migration are null in older rows."""
+        return [] if value is None else value
+
+
+class Provenance(BaseModel):
+    """Where new insights come from."""
+
+    project: str | None = None
+    session_id: str | None = None
+    client: str | None = None
+    model: str | None = None
+
+
+class RecordResult(BaseModel):
+    """What happened to one submitted insight."""
+
+    status: RecordStatus
+    id: str | None = Field(default=None, description="The stored or merged-into insight's id.")
+    title: str | None = None
+    reasons: list[str] = Field(default_factory=list, description="Why it was rejected.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Abstraction problems worth fixing; they lower its score."
+    )
+    abstraction_score: float | None = None
+
+
+class RecallHit(BaseModel):
+    """One recalled insight and how well it matches the plan."""
+
+    id: str
+    title: str
+    description: str
+    content: str
+    polarity: Polarity
+    category: Category
+    domain: str | None
+    project: str | None
+    score: float = Field(description="Ranking score; cosine similarity adjusted by ratings.")
+    similarity: float = Field(description="Cosine similarity between the plan and the insight.")
