@@ -1,0 +1,95 @@
+"""Project identity: which project a session belongs to.
+
+Two folders with the same name must never share an identity (peers' users lost memories
+that way), so the identity comes from the git root: its `origin` remote URL when there is
+one (the same repository cloned twice is one project), else the root's absolute path.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProjectRef:
+    """A project's stable identity and the short name a person would call it."""
+
+    id: str
+    name: str
+
+
+def _git_dir(root: Path) -> Path | None:
+    """The .git directory of a work tree (following a worktree's `gitdir:` file)."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if dot_git.is_file():
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = (root / text.removeprefix("gitdir:").strip()).resolve()
+            # A linked worktree's config lives in the main repository's git dir.
+            common = target / "commondir"
+            if common.is_file():
+                return (target / common.read_text(encoding="utf-8").strip()).resolve()
+            return target
+    return None
+
+
+def normalize_remote(url: str) -> str:
+    """`git@github.com:Org/Repo.git` and `https://user:pw@github.com/org/repo` -> `github.com/org/repo`."""
+    url = url.strip()
+    if match := re.match(r"^[\w.-]+@([\w.-]+):(.+)$", url):  # scp-like ssh syntax
+        host, path = match.groups()
+    else:
+        url = re.sub(r"^[a-z][a-z0-9+.-]*://", "", url, flags=re.I)
+        url = re.sub(r"^[^@/]*@", "", url)  # credentials never become part of an identity
+        host, _, path = url.partition("/")
+        host = host.split(":")[0]
+    path = re.sub(r"\.git/?$", "", path.strip("/"))
+    return f"{host.lower()}/{path.lower()}" if path else host.lower()
+
+
+def _origin_url(git_dir: Path) -> str | None:
+    config = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        config.read(git_dir / "config", encoding="utf-8")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return None
+    section = 'remote "origin"'
+    if config.has_section(section) and config.has_option(section, "url"):
+        return config.get(section, "url")
+    return None
+
+
+def resolve_project(path: Path | str) -> ProjectRef:
+    """The identity of the project containing `path` (a git work tree or a plain folder)."""
+    start = Path(path).expanduser().resolve()
+    for folder in (start, *start.parents):
+        git_dir = _git_dir(folder)
+        if git_dir is None:
+            continue
+        if origin := _origin_url(git_dir):
+            identity = normalize_remote(origin)
+            return ProjectRef(id=identity, name=identity.rsplit("/", 1)[-1] or folder.name)
+        return ProjectRef(id=str(folder), name=folder.name)
+    return ProjectRef(id=str(start), name=start.name)
+
+
+def current_project(explicit: str | None = None) -> ProjectRef | None:
+    """The project named by the caller, else Claude Code's project dir, else None.
+
+    An explicit value that is an existing folder is resolved like a path; any other value
+    is taken as an identity as given.
+    """
+    if explicit:
+        candidate = Path(explicit).expanduser()
+        if candidate.is_dir():
+            return resolve_project(candidate)
+        return ProjectRef(id=explicit, name=explicit.rsplit("/", 1)[-1])
+    if env := os.environ.get("CLAUDE_PROJECT_DIR"):
+        return resolve_project(env)
+    return None
