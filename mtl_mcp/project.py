@@ -40,7 +40,7 @@ def _git_dir(root: Path) -> Path | None:
 
 
 def normalize_remote(url: str) -> str:
-    """`git@github.com:Org/Repo.git` and `https://user:pw@github.com/org/repo` -> `github.com/org/repo`."""
+    """`git@host:Org/Repo.git` or `https://u:pw@host/org/repo` -> `host/org/repo`."""
     url = url.strip()
     if match := re.match(r"^[\w.-]+@([\w.-]+):(.+)$", url):  # scp-like ssh syntax
         host, path = match.groups()

@@ -37,7 +37,7 @@ class Snapshot:
         return cls(version=version, rows=table.drop_columns(["vector"]), vectors=vectors)
 
     def __len__(self) -> int:
-        return self.rows.num_rows
+        return int(self.rows.num_rows)
 
     def column_mask(self, name: str, values: Iterable[str]) -> Mask:
         """Rows whose `name` column is one of `values`."""
@@ -55,9 +55,9 @@ class Snapshot:
             self._project_masks[project] = mask
         return self._project_masks[project]
 
-    def similarities(self, query: npt.NDArray[np.float32], mask: Mask | None) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.float32]
-    ]:
+    def similarities(
+        self, query: npt.NDArray[np.float32], mask: Mask | None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Row indices passing `mask` and their cosine similarity to a unit-norm `query`."""
         if mask is None:
             return np.arange(len(self), dtype=np.int64), self.vectors @ query

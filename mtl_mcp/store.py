@@ -8,9 +8,11 @@ the latest table version on every read, so one process's writes are visible to t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -38,7 +40,7 @@ from mtl_mcp.models import (
     Scope,
 )
 from mtl_mcp.redact import redact
-from mtl_mcp.snapshot import Mask, Snapshot, top_k
+from mtl_mcp.snapshot import Snapshot, top_k
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection
@@ -88,6 +90,10 @@ def insight_id(draft: InsightDraft) -> str:
     return "ins_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _update(table: Table, where: str, values_sql: dict[str, str]) -> None:
+    table.update(where=where, values_sql=values_sql)
+
+
 def _sql(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -127,6 +133,9 @@ class InsightStore:
 
     def _connect(self) -> DBConnection:
         if self._db is None:
+            os.environ.setdefault(
+                "LANCEDB_LOG", "error"
+            )  # Rust-side warnings would hit stderr per query
             import lancedb
 
             if "://" not in self.settings.store_uri:
@@ -154,12 +163,19 @@ class InsightStore:
                     table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
                     meta = db.create_table(
                         META_TABLE,
-                        schema=pa.schema([pa.field("key", pa.string(), nullable=False),
-                                          pa.field("value", pa.string())]),
+                        schema=pa.schema(
+                            [
+                                pa.field("key", pa.string(), nullable=False),
+                                pa.field("value", pa.string()),
+                            ]
+                        ),
                         exist_ok=True,
                     )
-                    fresh = {"schema_version": str(SCHEMA_VERSION), "dim": str(dim),
-                             "embed_model": self.embedder.name}
+                    fresh = {
+                        "schema_version": str(SCHEMA_VERSION),
+                        "dim": str(dim),
+                        "embed_model": self.embedder.name,
+                    }
                     if meta.count_rows() == 0:
                         meta.merge_insert("key").when_not_matched_insert_all().execute(
                             pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
@@ -201,9 +217,12 @@ class InsightStore:
 
     def _set_meta(self, values: dict[str, str]) -> None:
         meta = self._connect().open_table(META_TABLE)
-        rows = pa.Table.from_pylist([{"key": k, "value": v} for k, v in values.items()],
-                                    schema=meta.schema)
-        meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+        rows = pa.Table.from_pylist(
+            [{"key": k, "value": v} for k, v in values.items()], schema=meta.schema
+        )
+        meta.merge_insert("key").when_matched_update_all().when_not_matched_insert_all().execute(
+            rows
+        )
         self._meta.update(values)
 
     def _check_model(self) -> None:
@@ -268,16 +287,21 @@ class InsightStore:
             try:
                 draft = raw if isinstance(raw, InsightDraft) else InsightDraft.model_validate(raw)
             except ValidationError as exc:
-                reasons = [f"{'.'.join(map(str, e['loc'])) or 'insight'}: {e['msg']}"
-                           for e in exc.errors()]
+                reasons = [
+                    f"{'.'.join(map(str, e['loc'])) or 'insight'}: {e['msg']}" for e in exc.errors()
+                ]
                 results.append(RecordResult(status="rejected", reasons=reasons))
                 continue
             report = lint(draft, project_name)
-            results.append(RecordResult(
-                status="rejected" if report.errors else "stored", title=draft.title,
-                reasons=report.errors, warnings=report.warnings,
-                abstraction_score=report.score,
-            ))
+            results.append(
+                RecordResult(
+                    status="rejected" if report.errors else "stored",
+                    title=draft.title,
+                    reasons=report.errors,
+                    warnings=report.warnings,
+                    abstraction_score=report.score,
+                )
+            )
             if report.ok:
                 accepted.append((position, draft, report.score))
         if not accepted:
@@ -287,12 +311,18 @@ class InsightStore:
         vectors = self.embedder.embed_documents([d.embedding_text() for _, d, _ in accepted])
         with self._lock:
             snapshot = self._snap()
-            active = snapshot.column_mask("status", ["active"])
+            # One matrix product for the batch; inactive rows can never be merge targets.
+            similar = snapshot.vectors @ vectors.T
+            similar[~snapshot.column_mask("status", ["active"])] = -np.inf
+            known_ids = set(snapshot.rows.column("id").to_pylist())
             new_rows: list[dict[str, Any]] = []
             new_vectors: list[Vector] = []
             merges: list[tuple[str, InsightDraft]] = []
-            for (position, draft, score), vector in zip(accepted, vectors, strict=True):
-                target = self._duplicate_of(draft, vector, snapshot, active, new_rows, new_vectors)
+            for column, (position, draft, score) in enumerate(accepted):
+                vector = vectors[column]
+                target = self._duplicate_of(
+                    draft, vector, similar[:, column], snapshot, known_ids, new_rows, new_vectors
+                )
                 if target is None:
                     row = self._new_row(draft, provenance, score, vector)
                     new_rows.append(row)
@@ -305,8 +335,9 @@ class InsightStore:
                         merges.append((target, draft))
             if new_rows:
                 data = pa.Table.from_pylist(new_rows, schema=self._open().schema)
-                self._write(lambda t: t.merge_insert("id").when_not_matched_insert_all()
-                            .execute(data))
+                self._write(
+                    lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data)
+                )
             for target, draft in merges:  # after the insert: the target may be a new row
                 self._merge_into(target, draft, provenance)
         return results
@@ -315,23 +346,26 @@ class InsightStore:
         self,
         draft: InsightDraft,
         vector: Vector,
+        similar: Vector,
         snapshot: Snapshot,
-        active: Mask,
+        known_ids: set[str],
         pending: list[dict[str, Any]],
         pending_vectors: list[Vector],
     ) -> str | None:
-        """The id of an existing (or earlier in this batch) near-identical insight, if any."""
+        """The id of an existing (or earlier in this batch) near-identical insight, if any.
+
+        `similar` holds the draft's cosine similarity to every snapshot row (-inf if retired).
+        """
         own_id = insight_id(draft)
-        if own_id in {row["id"] for row in pending} or snapshot.column_mask("id", [own_id]).any():
+        if own_id in known_ids or any(row["id"] == own_id for row in pending):
             return own_id
         threshold = self.settings.dedup_threshold
         if pending_vectors:
             sims = np.asarray(pending_vectors) @ vector
             if sims.max() >= threshold:
                 return str(pending[int(sims.argmax())]["id"])
-        indices, sims = snapshot.similarities(vector, active)
-        if len(sims) and sims.max() >= threshold:
-            return str(snapshot.rows.column("id")[int(indices[int(sims.argmax())])].as_py())
+        if len(similar) and similar.max() >= threshold:
+            return str(snapshot.rows.column("id")[int(similar.argmax())].as_py())
         return None
 
     def _new_row(
@@ -339,25 +373,34 @@ class InsightStore:
     ) -> dict[str, Any]:
         now = datetime.now(UTC)
         insight = Insight(
-            **draft.model_dump(), id=insight_id(draft), project=provenance.project,
+            **draft.model_dump(),
+            id=insight_id(draft),
+            project=provenance.project,
             projects=[provenance.project] if provenance.project else [],
-            session_id=provenance.session_id, client=provenance.client, model=provenance.model,
-            created_at=now, updated_at=now, abstraction_score=score,
+            session_id=provenance.session_id,
+            client=provenance.client,
+            model=provenance.model,
+            created_at=now,
+            updated_at=now,
+            abstraction_score=score,
         )
         return {**insight.model_dump(), "vector": vector.tolist()}
 
     def _merge_into(self, target: str, draft: InsightDraft, provenance: Provenance) -> None:
         """support + 1 and union tags, languages and projects, as one atomic SQL update."""
+
         def union(column: str, values: Sequence[str]) -> str:
             if not values:
                 return column
-            return (f"array_distinct(array_concat(coalesce({column}, make_array()), "
-                    f"make_array({', '.join(_sql(v) for v in values)})))")
+            return (
+                f"array_distinct(array_concat(coalesce({column}, make_array()), "
+                f"make_array({', '.join(_sql(v) for v in values)})))"
+            )
 
         values_sql = {
             "support": "support + 1",
             "updated_at": f"arrow_cast({_sql(datetime.now(UTC).isoformat())}, "
-                          "'Timestamp(Microsecond, Some(\"UTC\"))')",
+            "'Timestamp(Microsecond, Some(\"UTC\"))')",
             "tags": union("tags", draft.tags),
             "languages": union("languages", draft.languages),
             "projects": union("projects", [provenance.project] if provenance.project else []),
@@ -375,15 +418,26 @@ class InsightStore:
             reports = [lint(i) for i in full]
             keep = [(i, r) for i, r in zip(full, reports, strict=True) if r.ok]
             vectors = self.embedder.embed_documents([i.embedding_text() for i, _ in keep])
-            rows = [{**i.model_dump(), "abstraction_score": r.score, "vector": v.tolist()} for (i, r), v in zip(keep, vectors, strict=True)]
+            rows = [
+                {**i.model_dump(), "abstraction_score": r.score, "vector": v.tolist()}
+                for (i, r), v in zip(keep, vectors, strict=True)
+            ]
             if rows:
                 data = pa.Table.from_pylist(rows, schema=self._open().schema)
-                self._write(lambda t: t.merge_insert("id").when_not_matched_insert_all()
-                            .execute(data))
-            results += [RecordResult(status="rejected" if r.errors else "stored", id=i.id,
-                                     title=i.title, reasons=r.errors, warnings=r.warnings,
-                                     abstraction_score=r.score)
-                        for i, r in zip(full, reports, strict=True)]
+                self._write(
+                    lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data)
+                )
+            results += [
+                RecordResult(
+                    status="rejected" if r.errors else "stored",
+                    id=i.id,
+                    title=i.title,
+                    reasons=r.errors,
+                    warnings=r.warnings,
+                    abstraction_score=r.score,
+                )
+                for i, r in zip(full, reports, strict=True)
+            ]
         return results
 
     def seed(self) -> list[RecordResult]:
@@ -425,17 +479,25 @@ class InsightStore:
         if domains:
             mask &= snapshot.column_mask("domain", [d.strip().lower() for d in domains])
         indices, sims = snapshot.similarities(query, mask)
-        scores = sims + RATING_WEIGHT * self._rating_signal(snapshot, indices)
+        scores = (sims + RATING_WEIGHT * self._rating_signal(snapshot, indices)).astype(np.float32)
         if min_score is not None:
             keep = scores >= min_score
             indices, sims, scores = indices[keep], sims[keep], scores[keep]
         best = top_k(scores, k)
         records = snapshot.records([int(indices[i]) for i in best])
         hits = [
-            RecallHit(id=r["id"], title=r["title"], description=r["description"],
-                      content=r["content"], polarity=r["polarity"], category=r["category"],
-                      domain=r["domain"], project=r["project"],
-                      score=round(float(scores[i]), 4), similarity=round(float(sims[i]), 4))
+            RecallHit(
+                id=r["id"],
+                title=r["title"],
+                description=r["description"],
+                content=r["content"],
+                polarity=r["polarity"],
+                category=r["category"],
+                domain=r["domain"],
+                project=r["project"],
+                score=round(float(scores[i]), 4),
+                similarity=round(float(sims[i]), 4),
+            )
             for r, i in zip(records, best, strict=True)
         ]
         with self._lock:
@@ -461,8 +523,8 @@ class InsightStore:
             by_count.setdefault(count, []).append(insight)
         for count, ids in by_count.items():
             where = f"id IN ({', '.join(_sql(i) for i in ids)})"
-            self._write(lambda t, w=where, c=count: t.update(
-                where=w, values_sql={"recall_count": f"recall_count + {c}"}))
+            increment = {"recall_count": f"recall_count + {count}"}
+            self._write(functools.partial(_update, where=where, values_sql=increment))
 
     def get(self, insight: str) -> Insight:
         snapshot = self._snap()
@@ -506,9 +568,9 @@ class InsightStore:
             key = {"recent": "updated_at", "support": "support", "helpful": "helpful"}[sort]
             values = snapshot.rows.column(key).to_numpy(zero_copy_only=False)[indices]
             order = np.argsort(-values.astype(np.float64), kind="stable")
-        page = indices[order][offset: offset + limit]
+        page = indices[order][offset : offset + limit]
         items = [Insight.model_validate(r) for r in snapshot.records([int(i) for i in page])]
-        return items, int(len(indices))
+        return items, len(indices)
 
     def export(self) -> Iterator[Insight]:
         snapshot = self._snap()
@@ -549,8 +611,10 @@ class InsightStore:
             values_sql["status"] = "'retired'"
         if note and note.strip():
             note_text = _sql(redact(note.strip())[:500])
-            values_sql["notes"] = (f"array_slice(array_append(coalesce(notes, make_array()), "
-                                   f"{note_text}), -{NOTES_KEPT}, -1)")
+            values_sql["notes"] = (
+                f"array_slice(array_append(coalesce(notes, make_array()), "
+                f"{note_text}), -{NOTES_KEPT}, -1)"
+            )
         self._write(lambda t: t.update(where=f"id = {_sql(insight)}", values_sql=values_sql))
         return self.get(insight)
 
@@ -565,9 +629,12 @@ class InsightStore:
         rows = table.to_arrow().drop_columns(["vector"]).to_pylist()
         vectors: list[Vector] = []
         for start in range(0, len(rows), 256):
-            batch = rows[start: start + 256]
-            vectors.extend(self.embedder.embed_documents(
-                [Insight.model_validate(r).embedding_text() for r in batch]))
+            batch = rows[start : start + 256]
+            vectors.extend(
+                self.embedder.embed_documents(
+                    [Insight.model_validate(r).embedding_text() for r in batch]
+                )
+            )
             if progress:
                 progress(len(batch))
         dim = self.embedder.dim
