@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
@@ -16,6 +17,7 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
@@ -110,11 +112,16 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
             return None
         if "roots" not in roots_project:
             roots_project["roots"] = None
-            try:
-                roots = (await ctx.session.list_roots()).roots
-            except Exception:  # clients without the roots capability answer with an error
-                logger.debug("client does not list roots", exc_info=True)
-                roots = []
+            capabilities = ctx.session.client_capabilities
+            roots = []
+            if capabilities is not None and capabilities.roots is not None:
+                try:
+                    with warnings.catch_warnings():
+                        # Deprecated from protocol 2026-07-28, but older clients still use it.
+                        warnings.simplefilter("ignore", MCPDeprecationWarning)
+                        roots = (await ctx.session.list_roots()).roots
+                except Exception:  # a client may declare roots yet fail to list them
+                    logger.debug("client did not list roots", exc_info=True)
             for root in roots:
                 uri = urlparse(str(root.uri))
                 if uri.scheme == "file":
