@@ -37,6 +37,7 @@ Outcome = Literal["success", "failure", "unknown"]
 Status = Literal["active", "retired"]
 Scope = Literal["all", "other-projects", "this-project"]
 RecordStatus = Literal["stored", "merged", "rejected"]
+ListSort = Literal["recent", "support", "helpful"]
 
 TITLE_MAX = 100
 DESCRIPTION_MAX = 300

@@ -1,20 +1,23 @@
 """The MCP front door: thin tools over InsightStore. Never prints: stdout is the MCP wire.
 
-Nothing heavy happens before `initialize` is answered: the store opens, and the model
-loads, in a background thread started by the lifespan, or on first use if that is sooner.
+Nothing heavy happens before `initialize` and `tools/list` are answered: the store opens
+and the model loads in a background thread started once the first request after the
+handshake has been handled (or on first use, if a tool is called sooner).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlparse
 
 import anyio
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -28,6 +31,7 @@ from mtl_mcp.models import (
     Category,
     Insight,
     InsightDraft,
+    ListSort,
     Outcome,
     Polarity,
     Provenance,
@@ -37,7 +41,9 @@ from mtl_mcp.models import (
 )
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
 from mtl_mcp.render import insight_markdown, recall_text
-from mtl_mcp.store import InsightStore, ListSort
+
+if TYPE_CHECKING:
+    from mtl_mcp.store import InsightStore
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,15 +98,49 @@ def _fail(exc: MtlError) -> ToolError:
     return ToolError(str(exc))
 
 
+class StoreHandle:
+    """Creates the store on first use: importing numpy, pyarrow and lancedb is not free."""
+
+    def __init__(self, settings: Settings, store: InsightStore | None = None) -> None:
+        self._settings = settings
+        self._store = store
+        self._lock = threading.Lock()
+
+    def get(self) -> InsightStore:
+        with self._lock:
+            if self._store is None:
+                from mtl_mcp.store import InsightStore
+
+                self._store = InsightStore(self._settings)
+            return self._store
+
+    def warm(self) -> None:
+        try:
+            self.get().warm()
+        except MtlError as exc:  # reported again, to the assistant, on the first tool call
+            logger.warning("warm-up failed: %s", exc)
+        except Exception:  # never let the warm-up thread die noisily
+            logger.exception("warm-up failed")
+
+    def flush(self) -> None:
+        """Save recall counters, if the store was ever opened."""
+        if self._store is not None:
+            self._store.flush()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
 def build_server(settings: Settings, store: InsightStore | None = None) -> MCPServer[Any]:
-    """The MCP server over one store (the store is created here unless a test passes one)."""
-    memory = store or InsightStore(settings)
+    """The MCP server over one store (created lazily unless a test passes one)."""
+    memory = StoreHandle(settings, store)
     roots_project: dict[str, ProjectRef | None] = {}
 
-    async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def call(work: Callable[[InsightStore], T]) -> T:
         """Run blocking store work off the event loop; MtlError becomes a ToolError."""
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+            return await anyio.to_thread.run_sync(lambda: work(memory.get()))
         except MtlError as exc:
             raise _fail(exc) from exc
 
@@ -131,14 +171,26 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        threading.Thread(target=_warm, args=(memory,), name="mtl-warm", daemon=True).start()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_flush_periodically, memory)
             try:
                 yield
             finally:
                 tasks.cancel_scope.cancel()
+                # An import still running in the warm-up thread at interpreter exit aborts it.
+                if warmer.ident is not None:
+                    await anyio.to_thread.run_sync(warmer.join, 10.0)
                 await anyio.to_thread.run_sync(memory.close)
+
+    warmer = threading.Thread(target=memory.warm, name="mtl-warm", daemon=True)
+
+    async def warm_after_handshake(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        """Start the warm-up once a request other than `initialize` has been answered."""
+        result = await call_next(ctx)
+        if ctx.request_id is not None and ctx.method != "initialize" and warmer.ident is None:
+            with contextlib.suppress(RuntimeError):  # already started by a concurrent request
+                warmer.start()
+        return result
 
     mcp: MCPServer[Any] = MCPServer(
         "mtl-mcp",
@@ -146,6 +198,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
+        middleware=[warm_after_handshake],
     )
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
@@ -193,13 +246,14 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         """Recall the past-session insights most relevant to your plan, before you start work."""
         ref = await project_of(ctx, project)
         hits = await call(
-            memory.recall,
-            plan,
-            k=k,
-            scope=scope,
-            project=ref.id if ref else None,
-            domains=domains,
-            min_score=min_score,
+            lambda m: m.recall(
+                plan,
+                k=k,
+                scope=scope,
+                project=ref.id if ref else None,
+                domains=domains,
+                min_score=min_score,
+            )
         )
         result = RecallResult(plan=plan, project=ref.id if ref else None, results=hits)
         return CallToolResult(
@@ -227,9 +281,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         insights: Annotated[
             list[dict[str, Any]] | None,
             _INSIGHTS_SCHEMA,
-            Field(
-                description="0-3 abstract lessons that would help in a different project."
-            ),
+            Field(description="0-3 abstract lessons that would help in a different project."),
         ] = None,
         project: Annotated[
             str | None,
@@ -250,11 +302,9 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         if len(insights or []) > 3:
             raise ToolError("record at most 3 insights per session: keep the most transferable")
         drafts = [{"domain": domain, **item} if domain else item for item in insights or []]
+        provenance = Provenance(project=ref.id if ref else None, client="mcp")
         results = await call(
-            memory.record,
-            drafts,
-            Provenance(project=ref.id if ref else None, client="mcp"),
-            project_name=ref.name if ref else None,
+            lambda m: m.record(drafts, provenance, project_name=ref.name if ref else None)
         )
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}
         return RecordSessionResult(outcome=outcome, results=results, **counts)
@@ -274,15 +324,16 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
     ) -> MemoryPage:
         """Browse stored insights with filters; returns a page and the total count."""
         items, total = await call(
-            memory.list,
-            query=query,
-            domain=domain,
-            project=project,
-            polarity=polarity,
-            category=category,
-            sort=sort,
-            limit=limit,
-            offset=offset,
+            lambda m: m.list(
+                query=query,
+                domain=domain,
+                project=project,
+                polarity=polarity,
+                category=category,
+                sort=sort,
+                limit=limit,
+                offset=offset,
+            )
         )
         return MemoryPage(total=total, offset=offset, limit=limit, items=items)
 
@@ -300,7 +351,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         note: Annotated[str | None, Field(max_length=500, description="Why, briefly.")] = None,
     ) -> Insight:
         """Report whether a recalled insight helped or misled; repeated misleading retires it."""
-        return await call(memory.rate, id, helpful, note)
+        return await call(lambda m: m.rate(id, helpful, note))
 
     @mcp.tool(
         annotations=ToolAnnotations(
@@ -311,7 +362,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         id: Annotated[str, Field(description="The insight's id.")],
     ) -> Forgotten:
         """Delete one insight from the memory."""
-        gone = await call(memory.forget, id)
+        gone = await call(lambda m: m.forget(id))
         return Forgotten(id=gone.id, title=gone.title)
 
     @mcp.resource(
@@ -321,7 +372,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         description="One insight as Markdown.",
     )
     async def insight_resource(id: str) -> str:
-        return insight_markdown(await call(memory.get, id))
+        return insight_markdown(await call(lambda m: m.get(id)))
 
     @mcp.resource(
         "insights://stats",
@@ -330,7 +381,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         description="Counts by domain, category, polarity and project; model; data dir.",
     )
     async def stats_resource() -> dict[str, Any]:
-        return await call(memory.stats)
+        return await call(lambda m: m.stats())
 
     @mcp.resource(
         "insights://recent",
@@ -339,7 +390,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         description="The 20 most recently added or confirmed insights.",
     )
     async def recent_resource() -> str:
-        items, total = await call(memory.list, sort="recent", limit=20)
+        items, total = await call(lambda m: m.list(sort="recent", limit=20))
         body = "\n\n".join(insight_markdown(i) for i in items)
         return f"# Recent insights ({len(items)} of {total})\n\n{body}"
 
@@ -360,16 +411,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
     return mcp
 
 
-def _warm(memory: InsightStore) -> None:
-    try:
-        memory.warm()
-    except MtlError as exc:  # reported again, to the assistant, on the first tool call
-        logger.warning("warm-up failed: %s", exc)
-    except Exception:  # never let the warm-up thread die noisily
-        logger.exception("warm-up failed")
-
-
-async def _flush_periodically(memory: InsightStore) -> None:
+async def _flush_periodically(memory: StoreHandle) -> None:
     while True:
         await anyio.sleep(FLUSH_SECONDS)
         try:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +34,7 @@ from mtl_mcp.models import (
     CATEGORIES,
     Insight,
     InsightDraft,
+    ListSort,
     Provenance,
     RecallHit,
     RecordResult,
@@ -54,7 +55,6 @@ SCHEMA_VERSION = 1
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
 RATING_WEIGHT = 0.1
 NOTES_KEPT = 10
-ListSort = Literal["recent", "support", "helpful"]
 T = TypeVar("T")
 
 
