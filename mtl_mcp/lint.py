@@ -65,6 +65,7 @@ _INSTRUCTION_TO_ASSISTANT = re.compile(
     re.I,
 )
 _MIN_WORDS = {"title": 2, "content": 6}
+_ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.", re.I)
 
 
 @dataclass
@@ -114,7 +115,8 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
                 "the lesson should hold in any project"
             )
             penalty += 0.2
-    sentences = len(re.findall(r"[.!?](?:\s|$)", draft.content.strip() + " "))
+    prose = _ABBREVIATIONS.sub("", draft.content.strip())
+    sentences = len(re.findall(r"[.!?](?:\s|$)", prose + " "))
     if sentences > 3:
         report.warnings.append(f"content has {sentences} sentences: keep it to 1-3")
         penalty += 0.1
