@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,3 +58,52 @@ def lesson(title: str, content: str, **extra: object) -> dict[str, object]:
         "content": content,
         **extra,
     }
+
+
+_SUBJECTS = [
+    "database migrations",
+    "flaky tests",
+    "shell scripts",
+    "API responses",
+    "config files",
+    "dependency upgrades",
+    "log output",
+    "error handling",
+    "cache layers",
+    "date parsing",
+    "file uploads",
+    "user input",
+    "network retries",
+    "build caches",
+    "feature flags",
+    "access tokens",
+    "CSV imports",
+    "thread pools",
+    "memory leaks",
+    "container images",
+]
+_ACTIONS = [
+    "inspect before editing",
+    "verify after changing",
+    "isolate in a minimal reproduction",
+    "read the documentation for",
+    "write a failing test for",
+    "measure before optimizing",
+    "log the inputs of",
+    "validate the schema of",
+    "roll back quickly on problems with",
+    "review the diff of",
+]
+
+
+def distinct_lessons(count: int, offset: int = 0) -> list[dict[str, object]]:
+    """`count` lessons no two of which are near-duplicates (max cosine ~0.89 with MiniLM)."""
+    pairs = list(itertools.product(_SUBJECTS, _ACTIONS))[offset : offset + count]
+    assert len(pairs) == count, "at most 200 distinct lessons"
+    return [
+        lesson(
+            f"{action.capitalize()} {subject}",
+            f"When dealing with {subject}, {action} {subject} to avoid surprises later.",
+        )
+        for subject, action in pairs
+    ]

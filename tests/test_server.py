@@ -51,7 +51,11 @@ async def test_lists_every_tool_with_annotations(client: Client) -> None:
     """The five tools are listed, described, and carry read-only / destructive hints."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {
-        "recall_insights", "record_session", "list_memories", "rate_insight", "forget_insight",
+        "recall_insights",
+        "record_session",
+        "list_memories",
+        "rate_insight",
+        "forget_insight",
     }
     assert all(t.description for t in tools.values())
     assert tools["recall_insights"].annotations.read_only_hint is True
@@ -64,8 +68,14 @@ async def test_lists_every_tool_with_annotations(client: Client) -> None:
 
 async def test_record_then_recall_by_plan(client: Client) -> None:
     """Recorded insights come back for a plan, the relevant one first, framed as reference data."""
-    recorded = await call(client, "record_session", summary="Fixed a flaky test.",
-                          outcome="success", insights=[REPRO, BACKOFF], project="acme/api")
+    recorded = await call(
+        client,
+        "record_session",
+        summary="Fixed a flaky test.",
+        outcome="success",
+        insights=[REPRO, BACKOFF],
+        project="acme/api",
+    )
     assert [r["status"] for r in recorded["results"]] == ["stored", "stored"]
     result = await client.call_tool("recall_insights", {"plan": PLAN, "k": 2})
     hits = result.structured_content["results"]
@@ -84,8 +94,7 @@ async def test_record_reports_merge_and_rejection_per_insight(client: Client) ->
         "Authenticate the release job with ghp_" + "x7Kq2mZ9" * 4 + "xYzW before pushing tags.",
     )
     empty = {**BACKOFF, "title": "   "}
-    result = await call(client, "record_session", summary="s",
-                        insights=[paraphrase, leaky, empty])
+    result = await call(client, "record_session", summary="s", insights=[paraphrase, leaky, empty])
     merged, secret, blank = result["results"]
     assert merged["status"] == "merged" and merged["id"] == first["results"][0]["id"]
     assert secret["status"] == "rejected" and "secret" in secret["reasons"][0]
@@ -105,11 +114,13 @@ async def test_scope_separates_this_project_from_others(client: Client) -> None:
     """scope=other-projects excludes the current project's insights, this-project keeps only them."""
     await call(client, "record_session", summary="s", insights=[REPRO], project="acme/api")
     await call(client, "record_session", summary="s", insights=[BACKOFF], project="zeta/cli")
-    other = await call(client, "recall_insights", plan=PLAN, k=5, scope="other-projects",
-                       project="acme/api")
+    other = await call(
+        client, "recall_insights", plan=PLAN, k=5, scope="other-projects", project="acme/api"
+    )
     assert [h["title"] for h in other["results"]] == [BACKOFF["title"]]
-    own = await call(client, "recall_insights", plan=PLAN, k=5, scope="this-project",
-                     project="acme/api")
+    own = await call(
+        client, "recall_insights", plan=PLAN, k=5, scope="this-project", project="acme/api"
+    )
     assert [h["title"] for h in own["results"]] == [REPRO["title"]]
 
 
