@@ -8,14 +8,18 @@ the table version they were read at, and reloads them when another process has w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
 
 Mask = npt.NDArray[np.bool_]
 
@@ -30,14 +34,67 @@ class Snapshot:
     _project_masks: dict[str, Mask] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_arrow(cls, version: int, table: pa.Table, dim: int) -> Snapshot:
-        column = table.column("vector").combine_chunks()
-        flat = column.values.to_numpy(zero_copy_only=False)
-        vectors = np.ascontiguousarray(flat, dtype=np.float32).reshape(len(table), dim)
-        return cls(version=version, rows=table.drop_columns(["vector"]), vectors=vectors)
+    def load(cls, table: Table, dim: int) -> Snapshot:
+        """Read `table` (a handle checked out at one version) without holding its vectors twice.
+
+        Rows come in one scan without the vector column; vectors stream in batches into one
+        preallocated matrix, so peak memory is the matrix plus one batch.
+        """
+        names = [name for name in table.schema.names if name != "vector"]
+        # One chunk: `take` on a table of many small scan batches costs ~15 ms at 100k rows.
+        rows = table.search().select(names).limit(None).to_arrow().combine_chunks()
+        vectors = np.empty((rows.num_rows, dim), dtype=np.float32)
+        filled = 0
+        ids = rows.column("id")
+        for batch in table.search().select(["id", "vector"]).limit(None).to_batches(8192):
+            count = batch.num_rows
+            if filled + count > len(vectors) or not ids.slice(filled, count).equals(
+                pa.chunked_array([batch.column(0)])
+            ):
+                raise RuntimeError("the two scans of one table version disagree on row order")
+            flat = batch.column(1).values.to_numpy(zero_copy_only=False)
+            vectors[filled : filled + count] = flat.reshape(count, dim)
+            filled += count
+        if filled != len(vectors):
+            raise RuntimeError("the vector scan returned fewer rows than the row scan")
+        return cls(version=table.version, rows=rows, vectors=vectors)
 
     def __len__(self) -> int:
         return int(self.rows.num_rows)
+
+    @cached_property
+    def active(self) -> Mask:
+        """Rows that may be recalled (not retired)."""
+        return self.column_mask("status", ["active"])
+
+    @cached_property
+    def rating(self) -> npt.NDArray[np.float32]:
+        """Per row, in [-1, 1]: (helpful - harmful) smoothed so one rating moves it a little."""
+        helpful = self._numbers("helpful")
+        harmful = self._numbers("harmful")
+        signal: npt.NDArray[np.float32] = (helpful - harmful) / (helpful + harmful + 2.0)
+        return signal
+
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Row position of each id."""
+        return {insight: n for n, insight in enumerate(self.rows.column("id").to_pylist())}
+
+    def _numbers(self, name: str) -> npt.NDArray[np.float32]:
+        values = self.rows.column(name).to_numpy(zero_copy_only=False)
+        numbers: npt.NDArray[np.float32] = np.nan_to_num(values.astype(np.float32))
+        return numbers
+
+    def add_recall_counts(self, counts: Mapping[str, int]) -> None:
+        """Apply a recall-count flush in memory, so this process's own write costs no reload."""
+        delta = np.zeros(len(self), dtype=np.int32)
+        for insight, count in counts.items():
+            if (position := self.positions.get(insight)) is not None:
+                delta[position] = count
+        index = self.rows.schema.get_field_index("recall_count")
+        current = self.rows.column(index).fill_null(0)
+        updated = pc.add(current, pa.array(delta, pa.int32())).cast(pa.int32())
+        self.rows = self.rows.set_column(index, self.rows.schema.field(index), updated)
 
     def column_mask(self, name: str, values: Iterable[str]) -> Mask:
         """Rows whose `name` column is one of `values`."""
@@ -59,10 +116,11 @@ class Snapshot:
         self, query: npt.NDArray[np.float32], mask: Mask | None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Row indices passing `mask` and their cosine similarity to a unit-norm `query`."""
+        scores = self.vectors @ query  # one pass over the matrix; gathering rows first copies it
         if mask is None:
-            return np.arange(len(self), dtype=np.int64), self.vectors @ query
+            return np.arange(len(self), dtype=np.int64), scores
         indices = np.flatnonzero(mask)
-        return indices, self.vectors[indices] @ query
+        return indices, scores[indices]
 
     def records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The rows at `indices`, in that order, as dicts."""

@@ -247,13 +247,21 @@ class InsightStore:
         with self._lock:
             version = table.version
             if self._snapshot is None or self._snapshot.version != version:
-                dim = int(self._meta.get("dim", "384"))
-                self._snapshot = Snapshot.from_arrow(version, table.to_arrow(), dim)
+                pinned = self._connect().open_table(TABLE)
+                pinned.checkout(version)  # both scans of the snapshot see the same rows
+                self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
             return self._snapshot
 
-    def _write(self, action: Callable[[Table], T]) -> T:
-        """Run one write with retries on commit conflicts, then compact now and then."""
+    def _write(
+        self, action: Callable[[Table], T], patch: Callable[[Snapshot], None] | None = None
+    ) -> T:
+        """Run one write with retries on commit conflicts, then compact now and then.
+
+        `patch` applies the same change to the in-memory snapshot: when this write is the
+        only one since the snapshot was read, patching replaces a full reload.
+        """
         table = self._open()
+        before = table.version
         for attempt in range(6):
             try:
                 result = action(table)
@@ -262,6 +270,11 @@ class InsightStore:
                 if attempt == 5 or not any(w in str(exc).lower() for w in ("conflict", "retry")):
                     raise StoreError(f"write to {self.settings.store_uri} failed: {exc}") from exc
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        with self._lock:
+            snapshot, after = self._snapshot, table.version
+            if patch and snapshot and snapshot.version == before and after == before + 1:
+                patch(snapshot)
+                snapshot.version = after
         if table.version - self._last_optimized >= OPTIMIZE_EVERY:
             self._last_optimized = table.version
             try:
@@ -313,7 +326,7 @@ class InsightStore:
             snapshot = self._snap()
             # One matrix product for the batch; inactive rows can never be merge targets.
             similar = snapshot.vectors @ vectors.T
-            similar[~snapshot.column_mask("status", ["active"])] = -np.inf
+            similar[~snapshot.active] = -np.inf
             known_ids = set(snapshot.rows.column("id").to_pylist())
             new_rows: list[dict[str, Any]] = []
             new_vectors: list[Vector] = []
@@ -471,7 +484,7 @@ class InsightStore:
         self._check_model()
         query = self.embedder.embed_query(plan)
         snapshot = self._snap()
-        mask = snapshot.column_mask("status", ["active"])
+        mask = snapshot.active.copy()
         if project and scope == "this-project":
             mask &= snapshot.project_mask(project)
         elif project and scope == "other-projects":
@@ -479,7 +492,7 @@ class InsightStore:
         if domains:
             mask &= snapshot.column_mask("domain", [d.strip().lower() for d in domains])
         indices, sims = snapshot.similarities(query, mask)
-        scores = (sims + RATING_WEIGHT * self._rating_signal(snapshot, indices)).astype(np.float32)
+        scores = (sims + RATING_WEIGHT * snapshot.rating[indices]).astype(np.float32)
         if min_score is not None:
             keep = scores >= min_score
             indices, sims, scores = indices[keep], sims[keep], scores[keep]
@@ -504,16 +517,6 @@ class InsightStore:
             self._pending_recalls.update(h.id for h in hits)
         return hits
 
-    @staticmethod
-    def _rating_signal(snapshot: Snapshot, indices: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        """In [-1, 1]: (helpful - harmful) smoothed so one rating moves an insight a little."""
-        helpful = snapshot.rows.column("helpful").to_numpy(zero_copy_only=False)[indices]
-        harmful = snapshot.rows.column("harmful").to_numpy(zero_copy_only=False)[indices]
-        helpful = np.nan_to_num(helpful.astype(np.float32))
-        harmful = np.nan_to_num(harmful.astype(np.float32))
-        signal: np.ndarray[Any, Any] = (helpful - harmful) / (helpful + harmful + 2.0)
-        return signal
-
     def flush(self) -> None:
         """Write accumulated recall counts (recall stays a pure read on its hot path)."""
         with self._lock:
@@ -524,7 +527,12 @@ class InsightStore:
         for count, ids in by_count.items():
             where = f"id IN ({', '.join(_sql(i) for i in ids)})"
             increment = {"recall_count": f"recall_count + {count}"}
-            self._write(functools.partial(_update, where=where, values_sql=increment))
+            self._write(
+                functools.partial(_update, where=where, values_sql=increment),
+                patch=functools.partial(
+                    Snapshot.add_recall_counts, counts=dict.fromkeys(ids, count)
+                ),
+            )
 
     def get(self, insight: str) -> Insight:
         snapshot = self._snap()
@@ -553,7 +561,7 @@ class InsightStore:
         snapshot = self._snap()
         mask = np.ones(len(snapshot), dtype=bool)
         if not include_retired:
-            mask &= snapshot.column_mask("status", ["active"])
+            mask &= snapshot.active
         for column, value in (("domain", domain), ("polarity", polarity), ("category", category)):
             if value:
                 mask &= snapshot.column_mask(column, [value])
@@ -580,7 +588,7 @@ class InsightStore:
     def stats(self) -> dict[str, Any]:
         snapshot = self._snap()
         rows = snapshot.rows
-        active = snapshot.column_mask("status", ["active"])
+        active = snapshot.active
 
         def counts(column: str) -> dict[str, int]:
             values = rows.column(column).to_pylist()

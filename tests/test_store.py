@@ -102,6 +102,19 @@ def test_helpful_ratings_raise_ranking(store: InsightStore) -> None:
     assert after[b.id] > before[b.id] and after[a.id] == before[a.id]
 
 
+def test_own_recall_count_flush_patches_the_snapshot(store: InsightStore) -> None:
+    """Flushing recall counts updates the in-memory snapshot instead of reloading it."""
+    [stored] = store.record([lesson(*TOPICS[0])])
+    store.recall("read the traceback to the end", k=1)
+    snapshot = store._snap()
+    store.flush()
+    assert store._snap() is snapshot
+    assert store.get(stored.id).recall_count == 1
+    other = InsightStore(store.settings)  # another process's write still forces a reload
+    other.rate(stored.id, helpful=True)
+    assert store._snap() is not snapshot and store.get(stored.id).helpful == 1
+
+
 def test_forget_and_missing_ids(store: InsightStore) -> None:
     """forget deletes; unknown ids raise NotFoundError naming the id."""
     [stored] = store.record([lesson(*TOPICS[1])])
