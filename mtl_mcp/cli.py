@@ -224,7 +224,7 @@ def import_(file: Path, as_json: bool) -> None:
 
     lines = sum(1 for _ in file.open("rb"))
     with Progress(
-        console=_stderr_console(), transient=True, disable=not sys.stderr.isatty()
+        console=stderr_console(), transient=True, disable=not sys.stderr.isatty()
     ) as progress:
         task = progress.add_task("importing", total=lines)
         for number, item in _read_import(file):
@@ -246,7 +246,7 @@ def import_(file: Path, as_json: bool) -> None:
     click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
 
 
-def _stderr_console() -> Any:
+def stderr_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True)
@@ -386,7 +386,7 @@ def reindex() -> None:
 
     store = open_store()
     with Progress(
-        console=_stderr_console(), transient=True, disable=not sys.stderr.isatty()
+        console=stderr_console(), transient=True, disable=not sys.stderr.isatty()
     ) as progress:
         task = progress.add_task("re-embedding", total=None)
         count = store.reindex(lambda n: progress.advance(task, n))
@@ -410,3 +410,14 @@ def doctor(as_json: bool) -> None:
                 click.echo(f"     fix: {check.fix}")
     if any(not c.ok and c.required for c in checks):
         raise SystemExit(1)
+
+
+def _register_session_commands() -> None:
+    # Imported late: cli_sessions builds on the helpers defined above.
+    from mtl_mcp.cli_sessions import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_register_session_commands()

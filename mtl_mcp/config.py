@@ -37,6 +37,11 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.store_uri:
             object.__setattr__(self, "store_uri", str(self.home / "store"))
+        if self.digest_tokens < 200:
+            raise ConfigError(
+                f"digest_tokens {self.digest_tokens} is too small to describe a session: "
+                "use at least 200 (default 6000)"
+            )
         if not 0.5 <= self.dedup_threshold <= 1.0:
             raise ConfigError(
                 f"dedup_threshold {self.dedup_threshold} is out of range: use a cosine "
@@ -57,13 +62,18 @@ class Settings:
         return self.home / "config.toml"
 
 
+def platform_home() -> Path:
+    """The platform's user data directory for mtl-mcp."""
+    from platformdirs import user_data_path
+
+    return user_data_path("mtl-mcp", appauthor=False).resolve()
+
+
 def default_home() -> Path:
     """$MTL_MCP_HOME, else the platform's user data directory."""
     if env := os.environ.get(HOME_ENV):
         return Path(env).expanduser()
-    from platformdirs import user_data_path
-
-    return user_data_path("mtl-mcp", appauthor=False)
+    return platform_home()
 
 
 def _coerce(name: str, raw: Any, target: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 
 from pydantic import BaseModel
@@ -86,7 +85,9 @@ def _store(settings: Settings) -> Check:
 
 
 def _api_key(settings: Settings) -> Check:
-    if settings.anthropic_api_key or os.environ.get("ANTHROPIC_API_KEY"):
+    from mtl_mcp.distill import has_api_key
+
+    if has_api_key(settings):
         return Check(
             name="Anthropic API key",
             ok=True,

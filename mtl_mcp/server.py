@@ -13,6 +13,7 @@ import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -74,6 +75,7 @@ class RecordSessionResult(BaseModel):
     stored: int
     merged: int
     rejected: int
+    note: str | None = Field(default=None, description="How the insights were obtained.")
 
 
 class MemoryPage(BaseModel):
@@ -295,19 +297,31 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
                 description=("Domain slug for insights that do not name one, e.g. 'devops-shell'.")
             ),
         ] = None,
+        transcript_path: Annotated[
+            str | None,
+            Field(description="A session transcript to distil when you pass no insights."),
+        ] = None,
         ctx: Context | None = None,
     ) -> RecordSessionResult:
-        """Record 0-3 abstract insights at the end of a task; each is linted and deduplicated."""
-        ref = await project_of(ctx, project)
+        """Record 0-3 abstract insights at the end of a task; each is linted and deduplicated.
+
+        Without insights, the summary (or the transcript) is distilled into insights with the
+        Anthropic API when an API key is configured.
+        """
+        ref = await project_of(ctx, project) or resolve_project(".")
         if len(insights or []) > 3:
             raise ToolError("record at most 3 insights per session: keep the most transferable")
-        drafts = [{"domain": domain, **item} if domain else item for item in insights or []]
-        provenance = Provenance(project=ref.id if ref else None, client="mcp")
-        results = await call(
-            lambda m: m.record(drafts, provenance, project_name=ref.name if ref else None)
-        )
+        provenance = Provenance(project=ref.id, client="mcp")
+        note = None
+        if insights:
+            drafts = [{"domain": domain, **item} if domain else item for item in insights]
+            results = await call(lambda m: m.record(drafts, provenance, project_name=ref.name))
+        else:
+            results, note = await call(
+                lambda m: _distill_session(m, summary, transcript_path, outcome, ref, provenance)
+            )
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}
-        return RecordSessionResult(outcome=outcome, results=results, **counts)
+        return RecordSessionResult(outcome=outcome, results=results, note=note, **counts)
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def list_memories(
@@ -409,6 +423,42 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         )
 
     return mcp
+
+
+def _distill_session(
+    memory: InsightStore,
+    summary: str,
+    transcript_path: str | None,
+    outcome: Outcome,
+    project: ProjectRef,
+    provenance: Provenance,
+) -> tuple[list[RecordResult], str]:
+    """Distil the summary or transcript with the API, if a key is configured."""
+    from mtl_mcp.distill import has_api_key
+    from mtl_mcp.learn import distill_and_store
+
+    if not has_api_key(memory.settings):
+        return [], (
+            "nothing recorded: pass 0-3 insights you wrote, or configure ANTHROPIC_API_KEY "
+            "so the summary or transcript can be distilled"
+        )
+    digest = summary
+    if transcript_path:
+        from mtl_mcp.transcripts import build_digest, read_transcript
+
+        parsed = read_transcript(Path(transcript_path).expanduser())
+        digest = build_digest(parsed, token_budget=memory.settings.digest_tokens).text
+    if not digest.strip():
+        return [], "nothing recorded: the summary is empty and no transcript was given"
+    result, results = distill_and_store(
+        memory.settings,
+        digest,
+        outcome_hint=outcome,
+        project=project,
+        provenance=provenance,
+        store=memory,
+    )
+    return results, f"distilled with {memory.settings.distill_model}: {result.outcome}"
 
 
 async def _flush_periodically(memory: StoreHandle) -> None:

@@ -61,7 +61,8 @@ def test_project_name_is_flagged() -> None:
     "secret",
     [
         "sk-ant-api03-" + "Zq8xR2mK7vN4pL9sT3wY6bH1cF5gJ0dA" * 2 + "AA",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n-----END OPENSSH PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU=\n"
+        "-----END OPENSSH PRIVATE KEY-----",
         "postgres://admin:S3cr3tPassw0rd@db.internal:5432/app",
     ],
 )

@@ -111,7 +111,7 @@ async def test_recall_rejects_empty_plan_and_bad_k(client: Client) -> None:
 
 
 async def test_scope_separates_this_project_from_others(client: Client) -> None:
-    """scope=other-projects excludes the current project's insights, this-project keeps only them."""
+    """scope=other-projects excludes this project's insights; this-project keeps only them."""
     await call(client, "record_session", summary="s", insights=[REPRO], project="acme/api")
     await call(client, "record_session", summary="s", insights=[BACKOFF], project="zeta/cli")
     other = await call(

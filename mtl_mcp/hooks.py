@@ -1,0 +1,177 @@
+"""The hooks front door: session-end spools a job, session-start injects context.
+
+Hooks never fail the user's session: every error is logged to `<home>/logs/hooks.log` and
+the exit code is 0. They import nothing heavy: session-end returns in a fraction of a second
+and leaves distillation to a detached worker; session-start prints context precomputed for
+the project by a detached refresh, so it never waits for LanceDB or the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from mtl_mcp.config import Settings
+from mtl_mcp.project import ProjectRef, resolve_project
+from mtl_mcp.spool import Job, Spool
+
+logger = logging.getLogger(__name__)
+
+STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
+STDIN_LIMIT = 1 << 20
+CONTEXT_LIMIT = 4000  # Claude Code caps injected context at 10,000 characters
+CONTEXT_INSIGHTS = 4
+
+
+class HookInput(BaseModel):
+    """The JSON a client sends on stdin (Claude Code, Cursor); unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: str | None = None
+    conversation_id: str | None = None  # Cursor's name for the session
+    transcript_path: str | None = None
+    cwd: str | None = None
+    workspace_roots: list[str] | None = None
+    reason: str | None = None
+    source: str | None = None
+    hook_event_name: str | None = None
+    cursor_version: str | None = None
+
+    @property
+    def project_dir(self) -> str | None:
+        return (
+            self.cwd
+            or (self.workspace_roots[0] if self.workspace_roots else None)
+            or (os.environ.get("CLAUDE_PROJECT_DIR"))
+        )
+
+
+def read_stdin(timeout: float = STDIN_TIMEOUT) -> str:
+    """Whatever arrives on stdin within `timeout` seconds (at most 1 MB)."""
+    if sys.stdin is None or sys.stdin.closed:
+        return ""
+    chunks: list[bytes] = []
+    fd = sys.stdin.fileno()
+    size = 0
+    while size < STDIN_LIMIT:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def parse_input(raw: str) -> HookInput:
+    data: Any = json.loads(raw) if raw.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError("hook input is not a JSON object")
+    return HookInput.model_validate(data)
+
+
+def spawn_detached(settings: Settings, *args: str) -> None:
+    """Start `mtl-mcp <args>` fully detached: it outlives the hook and the client session."""
+    settings.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = os.open(settings.logs_dir / "worker.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "mtl_mcp", *args, "--home", str(settings.home)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env={**os.environ, "MTL_MCP_HOME": str(settings.home)},
+        )
+    finally:
+        os.close(log)
+
+
+def session_end(raw: str, settings: Settings) -> str:
+    """Spool the session for distillation and start a worker; returns what was done."""
+    payload = parse_input(raw)
+    session = payload.session_id or payload.conversation_id
+    if not payload.transcript_path or not session:
+        return "no transcript_path or session id in the hook input: nothing to distil"
+    job = Job(
+        session_id=session,
+        transcript_path=payload.transcript_path,
+        cwd=payload.project_dir,
+        reason=payload.reason,
+        client="cursor" if payload.cursor_version else "claude-code",
+    )
+    Spool(settings).enqueue(job)
+    spawn_detached(settings, "hook", "worker")
+    return f"queued session {session}"
+
+
+def context_file(settings: Settings, project: ProjectRef) -> Path:
+    name = hashlib.sha256(project.id.encode()).hexdigest()[:16]
+    return settings.home / "context" / f"{name}.md"
+
+
+def session_start(raw: str, settings: Settings) -> str:
+    """The context to inject: precomputed for this project, refreshed in the background."""
+    payload = parse_input(raw)
+    project = resolve_project(payload.project_dir or Path.cwd())
+    if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled
+        spawn_detached(settings, "hook", "worker")
+    spawn_detached(settings, "hook", "refresh", "--project-dir", str(payload.project_dir or "."))
+    cached = context_file(settings, project)
+    if cached.is_file():
+        return cached.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
+    return ""
+
+
+def refresh_context(settings: Settings, project_dir: str) -> Path:
+    """Write the session-start context for a project: its most useful insights."""
+    from mtl_mcp.render import RECALL_HEADER
+    from mtl_mcp.store import InsightStore
+
+    project = resolve_project(project_dir)
+    store = InsightStore(settings)
+    try:
+        own, _ = store.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
+        shared, _ = store.list(sort="support", limit=CONTEXT_INSIGHTS)
+    finally:
+        store.close()
+    chosen = list({i.id: i for i in [*own, *shared]}.values())[:CONTEXT_INSIGHTS]
+    lines = [
+        "mtl-mcp memory is attached. Before planning a non-trivial task, call recall_insights "
+        "with a 3-4 sentence plan to get lessons from past sessions.",
+    ]
+    if chosen:
+        lines += ["", RECALL_HEADER]
+        lines += [f"- {i.title}: {i.content}" for i in chosen]
+    text = "\n".join(lines)[:CONTEXT_LIMIT] + "\n"
+    path = context_file(settings, project)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def log_to_file(settings: Settings) -> None:
+    """Hooks have no terminal: log to `<home>/logs/hooks.log` (no insight or transcript text)."""
+    settings.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = settings.logs_dir / "hooks.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    os.chmod(path, 0o600)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
