@@ -33,6 +33,7 @@ from mtl_mcp.models import (
     TITLE_MAX,
     Category,
     InsightDraft,
+    Outcome,
     Polarity,
     Slug,
 )
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 JudgedOutcome = Literal["success", "failure", "unclear"]
-OutcomeHint = Literal["success", "failure", "unknown"]
+OutcomeHint = Outcome  # what the caller knows of the session's outcome
 
 JUDGE_MAX_TOKENS = 200
 DISTILL_MAX_TOKENS = 1500

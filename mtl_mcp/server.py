@@ -91,6 +91,10 @@ class Forgotten(BaseModel):
     forgotten: bool = True
 
 
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 _INSIGHTS_SCHEMA = WithJsonSchema(
     {"type": "array", "maxItems": 3, "items": InsightDraft.model_json_schema()}
 )
@@ -203,7 +207,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         middleware=[warm_after_handshake],
     )
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @mcp.tool(annotations=READS)
     async def recall_insights(
         plan: Annotated[
             str,
@@ -263,14 +267,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
             structured_content=result.model_dump(mode="json"),
         )
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        )
-    )
+    @mcp.tool(annotations=WRITES)
     async def record_session(
         summary: Annotated[
             str,
@@ -323,7 +320,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}
         return RecordSessionResult(outcome=outcome, results=results, note=note, **counts)
 
-    @mcp.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @mcp.tool(annotations=READS)
     async def list_memories(
         query: Annotated[str | None, Field(description="Rank by similarity to this text.")] = None,
         domain: str | None = None,
@@ -351,14 +348,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         )
         return MemoryPage(total=total, offset=offset, limit=limit, items=items)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        )
-    )
+    @mcp.tool(annotations=WRITES)
     async def rate_insight(
         id: Annotated[str, Field(description="The insight's id, from recall_insights.")],
         helpful: Annotated[bool, Field(description="true if it helped, false if it misled you.")],

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from mtl_mcp.config import Settings
 from mtl_mcp.embed import Embedder, Vector, get_embedder
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
-from mtl_mcp.lint import lint
+from mtl_mcp.lint import LintReport, lint
 from mtl_mcp.models import (
     CATEGORIES,
     Insight,
@@ -92,6 +92,18 @@ def insight_id(draft: InsightDraft) -> str:
 
 def _update(table: Table, where: str, values_sql: dict[str, str]) -> None:
     table.update(where=where, values_sql=values_sql)
+
+
+def _verdict(title: str, report: LintReport, insight: str | None = None) -> RecordResult:
+    """The result for a linted draft: rejected with the lint's errors, else stored."""
+    return RecordResult(
+        status="rejected" if report.errors else "stored",
+        id=insight,
+        title=title,
+        reasons=report.errors,
+        warnings=report.warnings,
+        abstraction_score=report.score,
+    )
 
 
 def _sql(value: str) -> str:
@@ -306,15 +318,7 @@ class InsightStore:
                 results.append(RecordResult(status="rejected", reasons=reasons))
                 continue
             report = lint(draft, project_name)
-            results.append(
-                RecordResult(
-                    status="rejected" if report.errors else "stored",
-                    title=draft.title,
-                    reasons=report.errors,
-                    warnings=report.warnings,
-                    abstraction_score=report.score,
-                )
-            )
+            results.append(_verdict(draft.title, report))
             if report.ok:
                 accepted.append((position, draft, report.score))
         if not accepted:
@@ -346,11 +350,7 @@ class InsightStore:
                     results[position].id = target
                     if target != insight_id(draft):  # the same text again changes nothing
                         merges.append((target, draft))
-            if new_rows:
-                data = pa.Table.from_pylist(new_rows, schema=self._open().schema)
-                self._write(
-                    lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data)
-                )
+            self._insert(new_rows)
             for target, draft in merges:  # after the insert: the target may be a new row
                 self._merge_into(target, draft, provenance)
         return results
@@ -421,37 +421,36 @@ class InsightStore:
         self._write(lambda t: t.update(where=f"id = {_sql(target)}", values_sql=values_sql))
 
     def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
-        """Store exported insights as they were (same ids, counters, provenance) and drafts
-        through `record`. Rerunning an import changes nothing."""
-        drafts = [i for i in items if not isinstance(i, Insight)]
-        full = [i for i in items if isinstance(i, Insight)]
-        results = self.record(drafts) if drafts else []
+        """One result per item, in order. Exported insights are stored as they were (same
+        ids, counters, provenance); drafts go through `record`. Rerunning changes nothing."""
+        results: dict[int, RecordResult] = {}
+        drafts = [n for n, item in enumerate(items) if not isinstance(item, Insight)]
+        if drafts:
+            results.update(zip(drafts, self.record([items[n] for n in drafts]), strict=True))
+        full = [(n, item) for n, item in enumerate(items) if isinstance(item, Insight)]
         if full:
             self._check_model()
-            reports = [lint(i) for i in full]
-            keep = [(i, r) for i, r in zip(full, reports, strict=True) if r.ok]
-            vectors = self.embedder.embed_documents([i.embedding_text() for i, _ in keep])
-            rows = [
-                {**i.model_dump(), "abstraction_score": r.score, "vector": v.tolist()}
-                for (i, r), v in zip(keep, vectors, strict=True)
-            ]
-            if rows:
-                data = pa.Table.from_pylist(rows, schema=self._open().schema)
-                self._write(
-                    lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data)
-                )
-            results += [
-                RecordResult(
-                    status="rejected" if r.errors else "stored",
-                    id=i.id,
-                    title=i.title,
-                    reasons=r.errors,
-                    warnings=r.warnings,
-                    abstraction_score=r.score,
-                )
-                for i, r in zip(full, reports, strict=True)
-            ]
-        return results
+            reports = {n: lint(item) for n, item in full}
+            keep = [(n, item) for n, item in full if reports[n].ok]
+            vectors = self.embedder.embed_documents([item.embedding_text() for _, item in keep])
+            self._insert(
+                [
+                    {**item.model_dump(), "abstraction_score": reports[n].score,
+                     "vector": vector.tolist()}
+                    for (n, item), vector in zip(keep, vectors, strict=True)
+                ]
+            )
+            results.update(
+                (n, _verdict(item.title, reports[n], item.id if reports[n].ok else None))
+                for n, item in full
+            )
+        return [results[n] for n in range(len(items))]
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert rows whose ids are new; an id already present (another writer) is kept."""
+        if rows:
+            data = pa.Table.from_pylist(rows, schema=self._open().schema)
+            self._write(lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data))
 
     def seed(self) -> list[RecordResult]:
         """Add the starter pack (project 'starter'); already present ones are merged."""

@@ -163,3 +163,26 @@ def test_every_command_has_help() -> None:
         code, out, _ = run(name, "--help")
         assert code == 0 and command.help
         assert "--home" in out or name == "hook"  # hook subcommands take it themselves
+
+
+def test_import_reports_lint_rejections_at_their_own_line(tmp_path: Path) -> None:
+    """Exported insights and drafts mixed in one batch keep their line numbers in reports."""
+    draft, exported_ok = distinct_lessons(2)
+    leaky = {
+        **lesson(
+            "Sign requests with the key",
+            "Send the header ghp_" + "x7Kq2mZ9" * 4 + "xYzW with every call to the service.",
+        ),
+        "id": "ins_leaky",
+    }
+    lines = [
+        json.dumps({**exported_ok, "id": "ins_exported"}),
+        json.dumps(leaky),
+        json.dumps(draft),
+    ]
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = json.loads(run("import", str(source), "--json")[1])
+    assert (report["stored"], report["rejected"]) == (2, 1)
+    assert [p["line"] for p in report["problems"]] == [2]
+    assert "secret" in report["problems"][0]["problem"]
