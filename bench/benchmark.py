@@ -8,7 +8,8 @@
    in-process baselines: LanceDB's flat cosine search (the paper's plain brute force), a
    numpy matrix-vector product (the floor) and the query embedding alone.
 3. Server RSS at the largest size.
-4. Bulk import throughput: `mtl-mcp import` of generated insights (wall clock, and the
+4. Hook return time: `mtl-mcp hook session-end` / `session-start` as a client runs them.
+5. Bulk import throughput: `mtl-mcp import` of generated insights (wall clock, and the
    in-process rate without interpreter start-up).
 
 The large stores are filled directly through LanceDB with random unit vectors: recall cost
@@ -306,6 +307,36 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
     }
 
 
+def bench_hooks(work: Path, runs: int) -> dict[str, Any]:
+    """Return time of the hook commands as a client runs them (a fresh process each)."""
+    home = work / "hooks-home"
+    InsightStore(load_settings(home, starter=True)).close()  # a store with the starter pack
+    transcript = work / "session.jsonl"
+    transcript.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
+    times: dict[str, list[float]] = {"session-end": [], "session-start": []}
+    env = {**os.environ, **server_env(home)}
+    for n in range(runs):
+        for event in times:
+            payload = {
+                "session_id": f"bench-{n}",
+                "transcript_path": str(transcript),
+                "cwd": str(ROOT),
+                "source": "startup",
+            }
+            start = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "mtl_mcp", "hook", event, "--home", str(home)],
+                input=json.dumps(payload),
+                text=True,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+            times[event].append(time.perf_counter() - start)
+        time.sleep(1.0)  # let the detached worker and refresh finish between runs
+    return {f"{event}_median_ms": median_ms(samples) for event, samples in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="Smaller sizes, fewer runs.")
@@ -320,6 +351,8 @@ def main() -> None:
         work = Path(scratch)
         results["handshake"] = anyio.run(bench_handshake, runs, work / "handshake")
         print(json.dumps(results["handshake"]), flush=True)
+        results["hooks"] = bench_hooks(work, runs)
+        print(json.dumps(results["hooks"]), flush=True)
         for size in sizes:
             home = work / f"store-{size}"
             store = fill_store(home, size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +122,3 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
         elif name in file_values:
             values[name] = _coerce(f"{config_file}:{name}", file_values[name], spec.type)
     return Settings(home=home, **values)
-
-
-def with_home(settings: Settings, home: Path) -> Settings:
-    """The same settings pointed at another data directory (used by throwaway stores)."""
-    return replace(settings, home=home, store_uri="")
