@@ -86,12 +86,19 @@ class InsightDraft(BaseModel):
             "project names, line numbers or task-specific strings."
         )
     )
-    polarity: Polarity = Field(
-        default="success",
-        description="'success' = a practice that worked; 'failure' = a mistake and its remedy.",
+    polarity: Polarity | None = Field(
+        default=None,
+        description=(
+            "'success' = a practice that worked; 'failure' = a mistake and its remedy. "
+            "Leave it out and the store infers it."
+        ),
     )
-    category: Category = Field(
-        default="other", description="The kind of transferable knowledge this lesson is."
+    category: Category | None = Field(
+        default=None,
+        description=(
+            "The kind of transferable knowledge this lesson is. Leave it out and the store "
+            "infers it."
+        ),
     )
     domain: Slug | None = Field(
         default=None,
@@ -112,6 +119,11 @@ class Insight(InsightDraft):
 
     model_config = ConfigDict(extra="ignore")
 
+    # Always set once stored: the store infers what a draft left out.
+    polarity: Polarity = Field(
+        default="success", description="'success' = a practice that worked; 'failure' = a mistake."
+    )
+    category: Category = Field(default="other", description="The kind of transferable knowledge.")
     id: str
     project: str | None = Field(default=None, description="The project that first produced it.")
     projects: list[str] = Field(default_factory=list, description="Every project that produced it.")
@@ -168,5 +180,10 @@ class RecallHit(BaseModel):
     category: Category
     domain: str | None
     project: str | None
-    score: float = Field(description="Ranking score; cosine similarity adjusted by ratings.")
+    score: float = Field(
+        description=(
+            "Cosine similarity adjusted by ratings. Results are ordered by fusing it with a "
+            "keyword match, so it need not fall from one result to the next."
+        )
+    )
     similarity: float = Field(description="Cosine similarity between the plan and the insight.")

@@ -21,6 +21,8 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:
     from lancedb.table import Table
 
+    from mtl_mcp.ranking import Bm25Index
+
 Mask = npt.NDArray[np.bool_]
 
 
@@ -76,6 +78,22 @@ class Snapshot:
         return signal
 
     @cached_property
+    def bm25(self) -> Bm25Index:
+        """Keyword index over title, description and content (built on first use).
+
+        Patches keep rows in place and never touch these columns, so it stays valid for
+        the snapshot's life; a change to the row set must build a new snapshot.
+        """
+        from mtl_mcp.ranking import Bm25Index
+
+        texts = pc.binary_join_element_wise(
+            *(self.rows.column(name).fill_null("") for name in ("title", "description")),
+            self.rows.column("content").fill_null(""),
+            " ",
+        )
+        return Bm25Index(texts)
+
+    @cached_property
     def positions(self) -> dict[str, int]:
         """Row position of each id."""
         return {insight: n for n, insight in enumerate(self.rows.column("id").to_pylist())}
@@ -127,11 +145,3 @@ class Snapshot:
         rows: list[dict[str, Any]] = self.rows.take(pa.array(indices, pa.int64())).to_pylist()
         return rows
 
-
-def top_k(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
-    """Positions of the `k` largest scores, best first (argpartition, then a small sort)."""
-    if len(scores) == 0:
-        return np.zeros(0, dtype=np.int64)
-    k = min(k, len(scores))
-    part = np.argpartition(-scores, k - 1)[:k]
-    return part[np.argsort(-scores[part], kind="stable")].astype(np.int64)
