@@ -27,6 +27,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 F = TypeVar("F", bound=Callable[..., Any])
 IMPORT_BATCH = 256
+IMPORT_LINE_MAX = 1 << 20  # an exported insight is a few KB; longer lines are skipped unread
 
 
 class TranslatingGroup(click.Group):
@@ -106,11 +107,39 @@ def cli() -> None:
     "--host", default="127.0.0.1", show_default=True, help="Address for --transport http."
 )
 @click.option("--port", default=8765, show_default=True, help="Port for --transport http.")
-def serve(transport: str, host: str, port: int) -> None:
+@click.option(
+    "--token",
+    envvar="MTL_MCP_TOKEN",
+    show_envvar=True,
+    help="Bearer token every HTTP request must send; required off loopback. Prefer the "
+    "variable: other users can see command lines.",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A name clients reach the HTTP server by (repeatable), e.g. memory.example.lan:8765.",
+)
+def serve(
+    transport: str, host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...]
+) -> None:
     """Run the MCP server (stdio by default). Logs go to stderr."""
     from mtl_mcp.server import serve as run
 
-    run(settings(), "http" if transport == "http" else "stdio", host=host, port=port)
+    if transport == "http":
+        from mtl_mcp.http_transport import check_exposure
+
+        check_exposure(host, token)
+        guard = "bearer token required" if token else "loopback only, no token"
+        click.echo(f"serving MCP at http://{host}:{port}/mcp ({guard})", err=True)
+    run(
+        settings(),
+        "http" if transport == "http" else "stdio",
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+    )
 
 
 @cli.command()
@@ -148,9 +177,9 @@ def recall(
 @click.option("--description", required=True, help="One sentence: when it applies.")
 @click.option("--content", required=True, help="The lesson in 1-3 sentences.")
 @click.option(
-    "--polarity", type=click.Choice(["success", "failure"]), default="success", show_default=True
+    "--polarity", type=click.Choice(["success", "failure"]), help="Default: inferred."
 )
-@click.option("--category", type=click.Choice(CATEGORIES), default="other", show_default=True)
+@click.option("--category", type=click.Choice(CATEGORIES), help="Default: inferred.")
 @click.option("--domain", help="Domain slug, e.g. web-backend.")
 @click.option("--tag", "tags", multiple=True, help="A keyword (repeatable).")
 @click.option("--language", "languages", multiple=True, help="A language (repeatable).")
@@ -183,7 +212,14 @@ def _echo_result(result: RecordResult) -> None:
 def _read_import(path: Path) -> Iterator[tuple[int, Insight | InsightDraft | str]]:
     """(line number, parsed item or the reason it is unusable) for each non-blank line."""
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+        number = 0
+        while raw := handle.readline(IMPORT_LINE_MAX + 1):
+            number += 1
+            if len(raw) > IMPORT_LINE_MAX and not raw.endswith(b"\n"):
+                while (rest := handle.readline(IMPORT_LINE_MAX)) and not rest.endswith(b"\n"):
+                    pass  # drain the rest of the line a chunk at a time
+                yield number, f"longer than {IMPORT_LINE_MAX >> 20} MB: not an insight"
+                continue
             line = raw.decode("utf-8", errors="replace").strip()
             if not line:
                 continue
@@ -200,6 +236,8 @@ def _read_import(path: Path) -> Iterator[tuple[int, Insight | InsightDraft | str
                 yield number, problems
             except ValueError as exc:
                 yield number, f"not a JSON object ({exc})"
+            except RecursionError:
+                yield number, "JSON nested too deeply to be an insight"
 
 
 @cli.command(name="import")
@@ -227,7 +265,8 @@ def import_(file: Path, as_json: bool) -> None:
         progress.advance(task, len(batch))
         batch.clear()
 
-    lines = sum(1 for _ in file.open("rb"))
+    with file.open("rb") as counted:  # in chunks: one huge line must not be held whole
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: counted.read(1 << 20), b""))
     with Progress(
         console=stderr_console(), transient=True, disable=not sys.stderr.isatty()
     ) as progress:
@@ -344,13 +383,25 @@ def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> Non
 @common
 @click.argument("insight_id")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also erase its text from older versions, backups, logs and caches (for secrets).",
+)
 @json_option
-def forget(insight_id: str, yes: bool, as_json: bool) -> None:
-    """Delete one insight."""
+def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
+    """Delete one insight (--purge: leave no trace of it on disk)."""
+    from mtl_mcp.purge import insight_to_purge, purge_insight
+
     store = open_store()
-    target = store.get(insight_id)
+    target = insight_to_purge(store, insight_id) if purge else store.get(insight_id)
     if not yes and sys.stdin.isatty():
         click.confirm(f"Forget {target.id} '{target.title}'?", abort=True)
+    if purge:
+        from mtl_mcp.cli_safety import echo_purge
+
+        echo_purge(purge_insight(store, target), as_json)
+        return
     gone = store.forget(insight_id)
     if as_json:
         echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
@@ -360,10 +411,20 @@ def forget(insight_id: str, yes: bool, as_json: bool) -> None:
 
 @cli.command()
 @common
+@click.option(
+    "--abstraction",
+    is_flag=True,
+    help="Also how abstract the memory is: Davies-Bouldin index, LISI, specificity.",
+)
 @json_option
-def stats(as_json: bool) -> None:
+def stats(abstraction: bool, as_json: bool) -> None:
     """Counts by domain, category, polarity and project."""
-    numbers = open_store().stats()
+    store = open_store()
+    numbers = store.stats()
+    if abstraction:
+        from mtl_mcp.abstraction import store_abstraction
+
+        numbers["abstraction"] = store_abstraction(store).model_dump(mode="json")
     if as_json:
         echo_json(numbers)
         return
@@ -372,6 +433,10 @@ def stats(as_json: bool) -> None:
         counts = sorted(numbers[key].items(), key=lambda kv: -kv[1])
         click.echo(f"{key.removeprefix('by_')}: " + ", ".join(f"{k} {v}" for k, v in counts))
     click.echo(f"model: {numbers['embed_model']}  store: {numbers['store_uri']}")
+    if abstraction:
+        from mtl_mcp.cli_quality import echo_abstraction
+
+        echo_abstraction(numbers["abstraction"])
 
 
 @cli.command()
@@ -419,9 +484,11 @@ def doctor(as_json: bool) -> None:
 
 def _register_session_commands() -> None:
     # Imported late: cli_sessions builds on the helpers defined above.
+    from mtl_mcp.cli_quality import COMMANDS as QUALITY
+    from mtl_mcp.cli_safety import COMMANDS as SAFETY
     from mtl_mcp.cli_sessions import COMMANDS
 
-    for command in COMMANDS:
+    for command in [*COMMANDS, *SAFETY, *QUALITY]:
         cli.add_command(command)
 
 

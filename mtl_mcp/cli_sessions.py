@@ -21,7 +21,7 @@ import click
 
 from mtl_mcp import installers
 from mtl_mcp.cli import common, echo_json, json_option, settings, stderr_console
-from mtl_mcp.config import load_settings, platform_home
+from mtl_mcp.config import load_settings, platform_home, private_umask
 from mtl_mcp.spool import Job, JobOutcome, Spool, run_worker
 
 logger = logging.getLogger(__name__)
@@ -218,6 +218,7 @@ def hook_command(fn: F) -> F:
         from mtl_mcp.hooks import log_to_file
 
         try:
+            private_umask()  # logs, spool and context cache are for the owner only
             config = load_settings(home)
             log_to_file(config)
             fn(config, *args, **kwargs)

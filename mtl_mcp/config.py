@@ -122,3 +122,15 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
         elif name in file_values:
             values[name] = _coerce(f"{config_file}:{name}", file_values[name], spec.type)
     return Settings(home=home, **values)
+
+
+PRIVATE_UMASK = 0o077
+
+
+def private_umask() -> None:
+    """Make every file and directory this process creates from now on owner-only.
+
+    LanceDB writes its files from Rust with the process umask, which no `mode=` argument
+    reaches: the front doors and the store call this before they write anything.
+    """
+    os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)

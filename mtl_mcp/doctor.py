@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 from pydantic import BaseModel
 
-from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
 from mtl_mcp.errors import MtlError
 
 
@@ -67,8 +68,7 @@ def _store(settings: Settings) -> Check:
             name="store",
             ok=False,
             detail=str(exc),
-            fix=f"move {settings.store_uri} aside and re-import an export "
-            "(`mtl-mcp import FILE`), or restore it from a backup",
+            fix=_restore_advice(settings),
         )
     detail = (
         f"{settings.store_uri}: {numbers['total']} active insights, "
@@ -103,10 +103,90 @@ def _api_key(settings: Settings) -> Check:
     )
 
 
+def _restore_advice(settings: Settings) -> str:
+    from mtl_mcp.backup import backups_dir, list_backups
+
+    backups = list_backups(settings)
+    if not backups:
+        return (
+            f"no backup exists in {backups_dir(settings)}: move {settings.store_uri} aside and "
+            "re-import an export (`mtl-mcp import FILE`), or start afresh"
+        )
+    newest = backups[0]
+    return (
+        f"stop any running mtl-mcp servers, then restore the newest backup ({newest.insights} "
+        f"insights, taken {newest.created_at:%Y-%m-%d %H:%M} UTC before a {newest.reason}): "
+        f"`mtl-mcp restore {newest.path}`"
+    )
+
+
+def _store_files(settings: Settings) -> Check:
+    from mtl_mcp.backup import inspect_store
+
+    problem = inspect_store(settings)
+    if problem:
+        return Check(
+            name="store files",
+            ok=False,
+            detail=f"{settings.store_uri}: {problem}",
+            fix=_restore_advice(settings),
+        )
+    return Check(name="store files", ok=True, detail="every table and data file reads")
+
+
+def _backups(settings: Settings) -> Check:
+    from mtl_mcp.backup import backups_dir, list_backups
+
+    backups = list_backups(settings)
+    if not backups:
+        detail = (
+            "none yet: one is taken before each migration, purge and restore, "
+            "and `mtl-mcp backup` takes one now"
+        )
+        return Check(name="backups", ok=True, required=False, detail=detail)
+    newest = backups[0]
+    return Check(
+        name="backups",
+        ok=True,
+        required=False,
+        detail=f"{len(backups)} in {backups_dir(settings)}; newest {newest.name} "
+        f"({newest.insights} insights); restore with `mtl-mcp restore {newest.path}`",
+    )
+
+
+def _open_to_others(path: Path) -> bool:
+    try:
+        return not path.is_symlink() and bool(path.stat().st_mode & 0o077)
+    except OSError:  # removed while we looked (a worker's temporary file)
+        return False
+
+
+def _permissions(settings: Settings) -> Check:
+    home = settings.home
+    loose = [path for path in [home, *home.rglob("*")] if _open_to_others(path)]
+    if loose:
+        return Check(
+            name="permissions",
+            ok=False,
+            required=False,
+            detail=f"{len(loose)} files or folders under {home} are open to other users, "
+            f"e.g. {loose[0]}",
+            fix=f"chmod -R go-rwx {home}",
+        )
+    return Check(name="permissions", ok=True, required=False, detail="owner-only (0700/0600)")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order a person would fix them."""
+    private_umask()  # the checks create the data dir and the store if they are missing
     checks = [_data_dir(settings), _model(settings)]
+    if checks[0].ok:
+        checks.append(_permissions(settings))
     if checks[0].ok and checks[1].ok:
-        checks.append(_store(settings))
+        checks.append(_store_files(settings))
+        if checks[-1].ok:
+            checks.append(_store(settings))
+    if checks[0].ok:
+        checks.append(_backups(settings))
     checks.append(_api_key(settings))
     return checks

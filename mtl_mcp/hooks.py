@@ -138,7 +138,7 @@ def session_start(raw: str, settings: Settings) -> str:
 
 def refresh_context(settings: Settings, project_dir: str) -> Path:
     """Write the session-start context for a project: its most useful insights."""
-    from mtl_mcp.render import RECALL_HEADER
+    from mtl_mcp.render import RECALL_HEADER, one_line
     from mtl_mcp.store import InsightStore
 
     project = resolve_project(project_dir)
@@ -155,7 +155,7 @@ def refresh_context(settings: Settings, project_dir: str) -> Path:
     ]
     if chosen:
         lines += ["", RECALL_HEADER]
-        lines += [f"- {i.title}: {i.content}" for i in chosen]
+        lines += [f"- {one_line(i.title)}: {one_line(i.content)}" for i in chosen]
     text = "\n".join(lines)[:CONTEXT_LIMIT] + "\n"
     path = context_file(settings, project)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from mtl_mcp.models import InsightDraft
+from mtl_mcp.poisoning import instructions_to_assistant
 from mtl_mcp.redact import find_secrets
 
 # (label, pattern, advice, penalty): each finding lowers the score by its penalty.
@@ -58,12 +59,6 @@ _CHECKS: tuple[tuple[str, re.Pattern[str], str, float], ...] = (
         0.15,
     ),
 )
-_INSTRUCTION_TO_ASSISTANT = re.compile(
-    r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:previous|prior|above|earlier)\s+"
-    r"(?:instructions|prompts|rules)"
-    r"|\b(?:curl|wget)\b[^\n|]*\|\s*(?:ba|z)?sh\b",
-    re.I,
-)
 _MIN_WORDS = {"title": 2, "content": 6}
 _ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.", re.I)
 
@@ -96,9 +91,10 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
         report.errors.append(
             f"contains a secret ({secret.kind}): remove it; secrets never enter the memory"
         )
-    if _INSTRUCTION_TO_ASSISTANT.search(everything):
+    for kind in instructions_to_assistant(everything):
         report.errors.append(
-            "reads as an instruction to the assistant (override or remote script), not a lesson"
+            f"reads as an instruction to the assistant ({kind}), not a lesson: recalled "
+            "insights are reference notes, so state what worked or failed instead"
         )
     penalty = 0.0
     for label, pattern, advice, cost in _CHECKS:

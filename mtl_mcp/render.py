@@ -12,6 +12,12 @@ RECALL_HEADER = (
 )
 
 
+def one_line(text: str | None) -> str:
+    """Text with every run of whitespace as one space: a stored field cannot start a line of
+    its own, so it cannot pose as a new note, a header or a message in the context."""
+    return " ".join((text or "").split())
+
+
 def recall_text(hits: Sequence[RecallHit]) -> str:
     """Recalled insights framed as reference data, one numbered block each."""
     if not hits:
@@ -21,8 +27,9 @@ def recall_text(hits: Sequence[RecallHit]) -> str:
         origin = f" · learned in {hit.domain}" if hit.domain else ""
         lesson = "what worked" if hit.polarity == "success" else "a mistake to avoid"
         blocks.append(
-            f"{n}. {hit.title} [{lesson} · {hit.category}{origin} · score {hit.score:.2f} · "
-            f"id {hit.id}]\n   When: {hit.description}\n   Lesson: {hit.content}"
+            f"{n}. {one_line(hit.title)} [{lesson} · {hit.category}{origin} · "
+            f"score {hit.score:.2f} · id {hit.id}]\n   When: {one_line(hit.description)}\n"
+            f"   Lesson: {one_line(hit.content)}"
         )
     return RECALL_HEADER + "\n\n" + "\n\n".join(blocks)
 
@@ -44,7 +51,14 @@ def insight_markdown(insight: Insight) -> str:
         ("abstraction", f"{insight.abstraction_score:.2f}"),
         ("updated", insight.updated_at.isoformat(timespec="seconds")),
     ]
-    lines = [f"## {insight.title}", "", f"*{insight.description}*", "", insight.content, ""]
+    lines = [
+        f"## {one_line(insight.title)}",
+        "",
+        f"*{one_line(insight.description)}*",
+        "",
+        one_line(insight.content),
+        "",
+    ]
     lines += [f"- **{name}**: {value}" for name, value in facts]
-    lines += [f"- **note**: {note}" for note in insight.notes]
+    lines += [f"- **note**: {one_line(note)}" for note in insight.notes]
     return "\n".join(lines)

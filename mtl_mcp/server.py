@@ -11,7 +11,7 @@ import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from mtl_mcp import __version__
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.errors import MtlError
 from mtl_mcp.models import (
     Category,
@@ -41,7 +41,7 @@ from mtl_mcp.models import (
     Scope,
 )
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
-from mtl_mcp.render import insight_markdown, recall_text
+from mtl_mcp.render import RECALL_HEADER, insight_markdown, recall_text
 
 if TYPE_CHECKING:
     from mtl_mcp.store import InsightStore
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 FLUSH_SECONDS = 2.0
+# A plan is a few sentences; embedding and scoring megabytes would stall a shared server.
+TEXT_ARGUMENT_MAX = 4000
 
 INSTRUCTIONS = """\
 mtl-mcp is your memory of abstract lessons from past coding sessions, across all projects.
@@ -212,6 +214,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         plan: Annotated[
             str,
             Field(
+                max_length=TEXT_ARGUMENT_MAX,
                 description=(
                     "Your 3-4 sentence high-level plan for the task: how you will approach it, "
                     "not the raw task text."
@@ -322,7 +325,10 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
 
     @mcp.tool(annotations=READS)
     async def list_memories(
-        query: Annotated[str | None, Field(description="Rank by similarity to this text.")] = None,
+        query: Annotated[
+            str | None,
+            Field(max_length=TEXT_ARGUMENT_MAX, description="Rank by similarity to this text."),
+        ] = None,
         domain: str | None = None,
         project: Annotated[
             str | None, Field(description="Only insights from this project id.")
@@ -376,7 +382,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
         description="One insight as Markdown.",
     )
     async def insight_resource(id: str) -> str:
-        return insight_markdown(await call(lambda m: m.get(id)))
+        return f"{RECALL_HEADER}\n\n{insight_markdown(await call(lambda m: m.get(id)))}"
 
     @mcp.resource(
         "insights://stats",
@@ -396,7 +402,7 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
     async def recent_resource() -> str:
         items, total = await call(lambda m: m.list(sort="recent", limit=20))
         body = "\n\n".join(insight_markdown(i) for i in items)
-        return f"# Recent insights ({len(items)} of {total})\n\n{body}"
+        return f"# Recent insights ({len(items)} of {total})\n\n{RECALL_HEADER}\n\n{body}"
 
     @mcp.prompt(title="Plan with memory")
     def plan_with_memory(task: str) -> str:
@@ -465,9 +471,14 @@ def serve(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8765,
+    token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
-    mcp = build_server(settings)
+    """Serve over stdio, or over HTTP (see `mtl_mcp.http_transport` for its safeguards)."""
+    private_umask()
     if transport == "stdio":
-        mcp.run("stdio")
+        build_server(settings).run("stdio")
     else:
-        mcp.run("streamable-http", host=host, port=port)
+        from mtl_mcp.http_transport import serve_http
+
+        serve_http(settings, host, port, token, allowed_hosts)

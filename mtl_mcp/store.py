@@ -8,27 +8,33 @@ the latest table version on every read, so one process's writes are visible to t
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
 import logging
 import os
 import random
+import re
 import threading
 import time
+import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.embed import Embedder, Vector, get_embedder
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
+from mtl_mcp.infer import fill_labels
 from mtl_mcp.lint import LintReport, lint
 from mtl_mcp.models import (
     CATEGORIES,
@@ -40,8 +46,10 @@ from mtl_mcp.models import (
     RecordResult,
     Scope,
 )
+from mtl_mcp.ranking import fuse, plan_vector
 from mtl_mcp.redact import redact
-from mtl_mcp.snapshot import Snapshot, top_k
+from mtl_mcp.retrieval import RecallMethod, get_method
+from mtl_mcp.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection
@@ -53,7 +61,7 @@ TABLE = "insights"
 META_TABLE = "meta"
 SCHEMA_VERSION = 1
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
-RATING_WEIGHT = 0.1
+PURGE_LOCK_WAIT = 60.0  # seconds a purge waits for in-flight writes to finish
 NOTES_KEPT = 10
 T = TypeVar("T")
 
@@ -110,6 +118,88 @@ def _sql(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+_RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
+
+
+def lance_message(exc: BaseException) -> str:
+    """A LanceDB error's message without the Rust source location it ends with."""
+    return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
+
+
+@contextlib.contextmanager
+def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
+    """An advisory lock beside a local store: writes share it, a purge or restore holds it alone.
+
+    A purge deletes every file no committed version references, which would include the
+    files of a write in flight in another process; the lock makes it wait for those.
+    """
+    if "://" in settings.store_uri:
+        yield
+        return
+    path = Path(settings.store_uri + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if not exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        else:
+            deadline = time.monotonic() + PURGE_LOCK_WAIT
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"other processes kept writing to {settings.store_uri} for "
+                            f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
+                        ) from None
+                    time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _try_lock(settings: Settings, suffix: str) -> Iterator[bool]:
+    """A non-blocking exclusive lock beside a local store: True if this process holds it."""
+    if "://" in settings.store_uri:
+        yield True
+        return
+    fd = os.open(settings.store_uri + suffix, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def rewrite_without(table: Table, ids: Collection[str]) -> tuple[int, int]:
+    """Delete rows by id and leave no copy of them in any file of the table's directory.
+
+    Lance deletes are soft and compaction skips a fragment with few deleted rows, so every
+    remaining row is rewritten into new files; then every older version and any file no
+    version references is removed. Ids, not the matched text, go into the delete predicate:
+    Lance keeps a delete's predicate in its transaction file. Returns (rows deleted,
+    versions removed). Callers hold the store lock exclusively.
+    """
+    before = table.count_rows()
+    if ids:
+        table.delete(f"id IN ({', '.join(_sql(i) for i in sorted(ids))})")
+    deleted = before - table.count_rows()
+    table.update(where="true", values_sql={"status": "status"})
+    versions = len(table.list_versions())
+    with warnings.catch_warnings():
+        # It warns that readers of older versions will fail: the purge is meant to do that.
+        warnings.simplefilter("ignore", UserWarning)
+        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    return deleted, versions - len(table.list_versions())
+
+
 def starter_drafts() -> list[InsightDraft]:
     """The starter pack shipped as package data."""
     text = resources.files("mtl_mcp").joinpath("data/starter.jsonl").read_text(encoding="utf-8")
@@ -150,6 +240,7 @@ class InsightStore:
             )  # Rust-side warnings would hit stderr per query
             import lancedb
 
+            private_umask()  # LanceDB's own files too: insights are private to their owner
             if "://" not in self.settings.store_uri:
                 self.settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
             try:
@@ -170,6 +261,12 @@ class InsightStore:
             db = self._connect()
             try:
                 created = TABLE not in db.list_tables().tables
+                if created and self._table_dir_exists():
+                    raise StoreError(
+                        f"the store at {self.settings.store_uri} is damaged: the insight table's "
+                        "version manifests are missing. Run `mtl-mcp doctor`: it names the "
+                        "backup to restore"
+                    )
                 if created:
                     dim = self.embedder.dim
                     table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
@@ -194,21 +291,37 @@ class InsightStore:
                         )
                 else:
                     table = db.open_table(TABLE)
+                    # Reads every data file's footer: a truncated or missing file fails here,
+                    # with advice, rather than as a raw error in the first query.
+                    table.search().select(["id"]).limit(None).to_arrow()
                 rows = db.open_table(META_TABLE).to_arrow().to_pylist()
             except StoreError:
                 raise
             except Exception as exc:  # a damaged data dir surfaces as assorted lance errors
                 raise StoreError(
-                    f"cannot open the insight table in {self.settings.store_uri}: {exc}. "
-                    "Run `mtl-mcp doctor` to see what is wrong"
+                    f"the store at {self.settings.store_uri} cannot be read "
+                    f"({lance_message(exc)}). "
+                    "Run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
                 ) from exc
             self._meta = {row["key"]: row["value"] for row in rows}
+            for key in ("schema_version", "dim"):
+                if not self._meta.get(key, "0").isdigit():
+                    raise StoreError(
+                        f"the store's meta table in {self.settings.store_uri} is damaged "
+                        f"({key}={self._meta.get(key)!r}). Run `mtl-mcp doctor`: it names the "
+                        "backup to restore"
+                    )
             self._table = table
             self._check_schema(table)
             self._last_optimized = table.version
             if created and self.settings.starter:
                 self.seed()
             return table
+
+    def _table_dir_exists(self) -> bool:
+        """A local store whose insight table has files but does not open is damaged, not new."""
+        uri = self.settings.store_uri
+        return "://" not in uri and (Path(uri) / f"{TABLE}.lance").is_dir()
 
     def _check_schema(self, table: Table) -> None:
         version = int(self._meta.get("schema_version", "0"))
@@ -220,6 +333,10 @@ class InsightStore:
             )
         expected = insight_schema(int(self._meta.get("dim", "384")))
         missing = [f for f in expected if f.name not in table.schema.names]
+        if missing or version < SCHEMA_VERSION:
+            from mtl_mcp.backup import make_backup
+
+            make_backup(self.settings, "migration")
         if missing:
             # Older stores gain the columns added since, null-filled; nothing is rewritten.
             logger.info("migrating store: adding columns %s", [f.name for f in missing])
@@ -250,7 +367,7 @@ class InsightStore:
         """Open the table, load the model and read the snapshot now rather than on first use."""
         self._open()
         self.embedder.embed_query("warm up")
-        self._snap()
+        self._snap().bm25.scores("warm up")  # recall's keyword index, built once per snapshot
 
     # -- the snapshot ----------------------------------------------------------------------
 
@@ -259,9 +376,15 @@ class InsightStore:
         with self._lock:
             version = table.version
             if self._snapshot is None or self._snapshot.version != version:
-                pinned = self._connect().open_table(TABLE)
-                pinned.checkout(version)  # both scans of the snapshot see the same rows
-                self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
+                try:
+                    pinned = self._connect().open_table(TABLE)
+                    pinned.checkout(version)  # both scans of the snapshot see the same rows
+                    self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
+                except Exception as exc:  # files removed under us (a purge) or damaged
+                    raise StoreError(
+                        f"could not read the store at {self.settings.store_uri} "
+                        f"({lance_message(exc)}): retry; if it persists run `mtl-mcp doctor`"
+                    ) from exc
             return self._snapshot
 
     def _write(
@@ -273,6 +396,12 @@ class InsightStore:
         only one since the snapshot was read, patching replaces a full reload.
         """
         table = self._open()
+        with store_lock(self.settings):
+            return self._write_locked(table, action, patch)
+
+    def _write_locked(
+        self, table: Table, action: Callable[[Table], T], patch: Callable[[Snapshot], None] | None
+    ) -> T:
         before = table.version
         for attempt in range(6):
             try:
@@ -289,12 +418,24 @@ class InsightStore:
                 snapshot.version = after
         if table.version - self._last_optimized >= OPTIMIZE_EVERY:
             self._last_optimized = table.version
+            self._compact(table)
+        return result
+
+    def _compact(self, table: Table) -> None:
+        """Compact, unless another process is at it (servers reach the threshold together)."""
+        with _try_lock(self.settings, ".compact.lock") as mine:
+            if not mine:
+                return
             try:
                 # Versions younger than an hour stay, so concurrent readers never lose theirs.
                 table.optimize(cleanup_older_than=timedelta(hours=1))
-            except Exception:  # another process compacting at once is harmless
-                logger.warning("compaction skipped", exc_info=True)
-        return result
+            except Exception as exc:  # lance raises RuntimeError for conflicts and more
+                if "conflict" in str(exc).lower():  # a write committed first: harmless
+                    logger.info("compaction deferred: %s", lance_message(exc))
+                else:
+                    logger.warning("compaction skipped", exc_info=True)
+                return
+            logger.info("compacted the table at version %d", table.version)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -326,6 +467,10 @@ class InsightStore:
         self._open()
         self._check_model()
         vectors = self.embedder.embed_documents([d.embedding_text() for _, d, _ in accepted])
+        labelled = fill_labels(
+            [d for _, d, _ in accepted], vectors, self.embedder, self.settings.models_dir
+        )
+        accepted = [(p, d, s) for (p, _, s), d in zip(accepted, labelled, strict=True)]
         with self._lock:
             snapshot = self._snap()
             # One matrix product for the batch; inactive rows can never be merge targets.
@@ -466,8 +611,15 @@ class InsightStore:
         project: str | None = None,
         domains: Sequence[str] | None = None,
         min_score: float | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        method: str | RecallMethod | None = None,
     ) -> list[RecallHit]:
-        """The top-k active insights for a short plan, best first."""
+        """The top-k active insights for a short plan, best first.
+
+        `exclude_domains` leaves those domains out (the evaluation's leave-one-domain-out);
+        `method` picks a ranking from `retrieval.METHODS` (default: the evaluated best).
+        """
+        ranking = get_method(method)
         if not plan.strip():
             raise InputError(
                 "plan is empty: pass the 3-4 sentence plan you intend to follow for the task"
@@ -481,7 +633,7 @@ class InsightStore:
             )
         self._open()
         self._check_model()
-        query = self.embedder.embed_query(plan)
+        query = plan_vector(self.embedder, plan, split=ranking.split_plan)
         snapshot = self._snap()
         mask = snapshot.active.copy()
         if project and scope == "this-project":
@@ -490,12 +642,16 @@ class InsightStore:
             mask &= ~snapshot.project_mask(project)
         if domains:
             mask &= snapshot.column_mask("domain", [d.strip().lower() for d in domains])
+        if exclude_domains:
+            excluded = [d.strip().lower() for d in exclude_domains]
+            mask &= ~snapshot.column_mask("domain", excluded)
         indices, sims = snapshot.similarities(query, mask)
-        scores = (sims + RATING_WEIGHT * snapshot.rating[indices]).astype(np.float32)
+        scores = (sims + ranking.rating_weight * snapshot.rating[indices]).astype(np.float32)
         if min_score is not None:
             keep = scores >= min_score
             indices, sims, scores = indices[keep], sims[keep], scores[keep]
-        best = top_k(scores, k)
+        keyword = snapshot.bm25.scores(plan)[indices] if ranking.keywords else None
+        best = fuse(scores if ranking.dense else None, keyword, k)
         records = snapshot.records([int(indices[i]) for i in best])
         hits = [
             RecallHit(
@@ -626,13 +782,35 @@ class InsightStore:
         return self.get(insight)
 
     def forget(self, insight: str) -> Insight:
+        """Delete one insight. Older table versions keep its text until compaction prunes
+        them (an hour later at the earliest): `purge` removes it from disk at once."""
         current = self.get(insight)
         self._write(lambda t: t.delete(f"id = {_sql(insight)}"))
         return current
 
+    def purge(self, ids: Collection[str]) -> tuple[int, int]:
+        """Delete insights and every copy of them in the table's files, older versions
+        included. Waits for other processes' writes; readers of older versions fail once
+        and reload. Returns (insights deleted, versions removed)."""
+        table = self._open()
+        with self._lock, store_lock(self.settings, exclusive=True):
+            try:
+                result = rewrite_without(table, ids)
+            except Exception as exc:  # lance errors; the table is intact (commits are atomic)
+                raise StoreError(
+                    f"purging {self.settings.store_uri} failed part way ({exc}); nothing was "
+                    "lost: run the purge again"
+                ) from exc
+            self._snapshot = None
+            self._last_optimized = table.version
+        return result
+
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
+        from mtl_mcp.backup import make_backup
+
         table = self._open()
+        make_backup(self.settings, "reindex")  # the overwrite below replaces every vector
         rows = table.to_arrow().drop_columns(["vector"]).to_pylist()
         vectors: list[Vector] = []
         for start in range(0, len(rows), 256):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -442,17 +443,79 @@ def test_a_large_session_keeps_its_start_and_latest_events_within_max_events(
     assert t.events[-1].text == "step 199999"
 
 
-def test_a_30_mb_line_is_skipped_without_stopping_the_read(tmp_path: Path) -> None:
-    """One enormous line costs one skip; the lines around it are read."""
+def test_a_100_mb_line_is_skipped_in_bounded_memory_without_stopping_the_read(
+    tmp_path: Path,
+) -> None:
+    """One enormous line costs one skip and a few MB at most; the lines around it are read."""
     path = tmp_path / "wide.jsonl"
     with path.open("w") as f:
         f.write(json.dumps({"type": "user", "message": {"content": "before"}}) + "\n")
-        f.write('{"type": "user", "message": {"content": "' + "x" * 30_000_000 + '"}}\n')
+        f.write('{"type": "user", "message": {"content": "')
+        for _ in range(100):
+            f.write("x" * 1_000_000)
+        f.write('"}}\n')
         f.write(json.dumps({"type": "user", "message": {"content": "after"}}) + "\n")
-    t = read_transcript(path)
+    tracemalloc.start()
+    try:
+        t = read_transcript(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert [e.text for e in t.events] == ["before", "after"]
     assert t.skipped == 1
     assert any("MB were skipped" in note for note in t.notes)
+    assert peak < 16_000_000, f"peak {peak / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("depth", [50, 990, 100_000])
+@pytest.mark.parametrize("fmt", ["auto", "claude-code", "codex", "trajectory"])
+def test_deeply_nested_json_is_skipped_not_a_recursion_crash(
+    tmp_path: Path, fmt: Format, depth: int
+) -> None:
+    """Nesting past the parser's stack, or just under it, is a skipped line at worst."""
+    nested = "[" * depth + '{"type": "text", "text": "deep"}' + "]" * depth
+    path = tmp_path / "deep.jsonl"
+    path.write_text(
+        '{"type": "user", "message": {"content": ' + nested + "}}\n"
+        '{"type": "user", "message": {"content": "after"}}\n'
+        '{"messages": ' + nested + "}\n"
+    )
+    t = read_transcript(path, fmt)
+    assert build_digest(t, token_budget=200).estimated_tokens <= 200
+    document = tmp_path / "deep.json"
+    document.write_text('{"messages": ' + nested + "}")
+    build_digest(read_transcript(document, fmt), token_budget=200)
+
+
+_HOSTILE_LINES = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(lambda t: t.encode("utf-8", errors="surrogatepass")),
+    st.integers(1, 3000).map(lambda n: ("[" * n + "]" * n).encode()),
+    st.builds(
+        lambda text, kind: json.dumps(
+            {"type": kind, "message": {"id": "m", "role": kind, "content": text}}
+        ).encode(),
+        st.text(alphabet=st.characters(codec=None), max_size=2000),
+        st.sampled_from(["user", "assistant"]),
+    ),
+    st.just(b'{"type": "user", "message": {"content": "nul \\u0000 and \\ud800 lone"}}'),
+    st.just(b'{"type": "user", "message": {"content": "raw \x00 nul \xff\xfe bytes"}}'),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lines=st.lists(_HOSTILE_LINES, max_size=8),
+    fmt=st.sampled_from(["auto", "claude-code", "codex", "trajectory", "text"]),
+)
+def test_readers_survive_binary_nul_bytes_invalid_utf8_and_lone_surrogates(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], fmt: Format
+) -> None:
+    """Any bytes: counted skips at worst, and a digest that encodes as UTF-8 for the API."""
+    path = tmp_path_factory.mktemp("bytes") / "t.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    digest = build_digest(read_transcript(path, fmt), token_budget=300)
+    digest.text.encode("utf-8")
 
 
 def test_long_tool_output_is_clipped_around_its_error(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def parse_arguments(arguments: object) -> object:
     if isinstance(arguments, str):
         try:
             parsed: object = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: hostile nesting depth
             return arguments
         return parsed
     return arguments
@@ -85,6 +85,6 @@ def describe_call(arguments: object) -> str:
 def _dump(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    except ValueError:  # a circular structure cannot come from JSON, but stay total
-        text = repr(value)
+    except (ValueError, RecursionError):  # too deep (or circular): stay total
+        text = f"<{type(value).__name__} nested too deeply to show>"
     return text[:_DUMP_MAX]

@@ -14,6 +14,16 @@ from pydantic import BaseModel, Field
 
 from mtl_mcp.errors import InputError
 
+
+def valid_unicode(text: str) -> str:
+    """`text` with lone surrogates (JSON can escape them) replaced: they cannot be encoded,
+    so one would fail the request that sends the digest, again at every retry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
+
 Format = Literal["auto", "claude-code", "codex", "trajectory", "text"]
 Role = Literal["user", "assistant", "tool", "system"]
 Kind = Literal["text", "tool_call", "tool_result", "summary"]
@@ -153,7 +163,8 @@ class Collector:
         is_error: bool = False,
     ) -> None:
         """Add an event; empty messages are dropped, empty tool results are kept."""
-        text = text.strip()
+        text = valid_unicode(text).strip()
+        tool = valid_unicode(tool) if tool is not None else None
         if not text and kind in ("text", "summary"):
             return
         clipped = clip(text, focus_errors=kind == "tool_result")
@@ -166,11 +177,11 @@ class Collector:
     def meta(self, *, session_id: object = None, cwd: object = None, model: object = None) -> None:
         """Record metadata the first time a reader sees a usable (string) value."""
         if self.session_id is None and isinstance(session_id, str) and session_id:
-            self.session_id = session_id
+            self.session_id = valid_unicode(session_id)
         if self.cwd is None and isinstance(cwd, str) and cwd:
-            self.cwd = cwd
+            self.cwd = valid_unicode(cwd)
         if self.model is None and isinstance(model, str) and model and model != "<synthetic>":
-            self.model = model
+            self.model = valid_unicode(model)
 
     def transcript(self, fmt: str) -> Transcript:
         if self.buffer.omitted:

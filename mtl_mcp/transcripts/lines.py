@@ -86,7 +86,7 @@ def json_records(path: Path, sink: Collector) -> Iterator[dict[str, Any]]:
     for line in text_lines(path, sink):
         try:
             record = json.loads(line)
-        except ValueError:  # not JSON, binary garbage, or a truncated last line
+        except (ValueError, RecursionError):  # not JSON, garbage, truncated, hostile nesting
             sink.skipped += 1
             continue
         if isinstance(record, dict):
@@ -142,7 +142,7 @@ def detect_format(path: Path) -> Format:
         return "trajectory"  # a JSON array, or a pretty-printed document
     try:
         first: object = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
     if isinstance(first, dict) and (found := _sniff_record(first, not rest.strip())):
         return found

@@ -58,7 +58,7 @@ def read_trajectory(path: Path, sink: Collector) -> None:
     state = _State()
     try:
         document: object = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: hostile nesting depth
         _read_json_lines(text, sink, state)
         return
     del text
@@ -83,7 +83,7 @@ def _read_json_lines(text: str, sink: Collector, state: _State) -> None:
         sink.total_lines += 1
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             sink.skipped += 1
             continue
         if not (isinstance(entry, dict) and _entry(entry, sink, state)):
