@@ -72,10 +72,9 @@ class EvalQuery(BaseModel):
     split: Literal["dev", "test"] | None = None
 
 
-class Metrics(BaseModel):
-    """Averages over a set of queries."""
+class Scores(BaseModel):
+    """The ranking figures, for one query or averaged over many."""
 
-    queries: int
     precision_at_k: float
     hit_at_k: float
     mrr: float
@@ -83,16 +82,17 @@ class Metrics(BaseModel):
     ndcg_at_10: float
 
 
-class QueryScore(BaseModel):
+class Metrics(Scores):
+    """Averages over a set of queries."""
+
+    queries: int
+
+
+class QueryScore(Scores):
     """One query's figures and what came back."""
 
     id: str
     domain: str
-    precision_at_k: float
-    hit_at_k: float
-    mrr: float
-    recall_at_10: float
-    ndcg_at_10: float
     retrieved: list[str] = Field(description="Pool ids of the top results (first of a merge).")
 
 
@@ -105,7 +105,7 @@ class PoolSummary(BaseModel):
     rejected: int
 
 
-class EvalResult(BaseModel):
+class EvalResult(Metrics):
     """One method's figures on one evaluation set (the `--json` output)."""
 
     method: str
@@ -113,12 +113,6 @@ class EvalResult(BaseModel):
     query_field: QueryField
     leave_domain_out: bool
     split: Split
-    queries: int
-    precision_at_k: float
-    hit_at_k: float
-    mrr: float
-    recall_at_10: float
-    ndcg_at_10: float
     per_domain: dict[str, Metrics]
     skipped: list[str] = Field(
         default_factory=list, description="Queries left with no relevant insight to find."

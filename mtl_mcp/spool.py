@@ -10,7 +10,6 @@ backoff; a job that keeps failing moves to `failed/`. `done.jsonl` remembers eac
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -24,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, MtlError, TranscriptError
+from mtl_mcp.locks import try_exclusive
 from mtl_mcp.models import Outcome, Provenance, RecordResult
 
 logger = logging.getLogger(__name__)
@@ -166,16 +166,8 @@ class Spool:
     def worker_lock(self) -> Iterator[bool]:
         """True if this process is now the only worker; False if another one runs."""
         self._ensure()
-        fd = os.open(self.root / "worker.lock", os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
+        with try_exclusive(self.root / "worker.lock") as mine:
+            yield mine
 
 
 def process_job(spool: Spool, path: Path, job: Job) -> JobOutcome:

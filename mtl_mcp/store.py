@@ -36,6 +36,7 @@ from mtl_mcp.embed import Embedder, Vector, get_embedder
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
 from mtl_mcp.infer import fill_labels
 from mtl_mcp.lint import LintReport, lint
+from mtl_mcp.locks import try_exclusive
 from mtl_mcp.models import (
     CATEGORIES,
     Insight,
@@ -166,16 +167,8 @@ def _try_lock(settings: Settings, suffix: str) -> Iterator[bool]:
     if "://" in settings.store_uri:
         yield True
         return
-    fd = os.open(settings.store_uri + suffix, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with try_exclusive(Path(settings.store_uri + suffix)) as mine:
+        yield mine
 
 
 def rewrite_without(table: Table, ids: Collection[str]) -> tuple[int, int]:
