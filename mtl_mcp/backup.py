@@ -27,7 +27,8 @@ from pydantic import BaseModel, ValidationError
 
 from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.errors import InputError, StoreError
-from mtl_mcp.store import META_TABLE, TABLE, lance_message, rewrite_without, store_lock
+from mtl_mcp.locks import store_lock
+from mtl_mcp.store import META_TABLE, TABLE, lance_message, rewrite_without
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection

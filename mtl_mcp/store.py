@@ -8,8 +8,6 @@ the latest table version on every read, so one process's writes are visible to t
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import json
@@ -36,7 +34,7 @@ from mtl_mcp.embed import Embedder, Vector, get_embedder
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
 from mtl_mcp.infer import fill_labels
 from mtl_mcp.lint import LintReport, lint
-from mtl_mcp.locks import try_exclusive
+from mtl_mcp.locks import store_lock, try_store_lock
 from mtl_mcp.models import (
     CATEGORIES,
     Insight,
@@ -62,7 +60,6 @@ TABLE = "insights"
 META_TABLE = "meta"
 SCHEMA_VERSION = 1
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
-PURGE_LOCK_WAIT = 60.0  # seconds a purge waits for in-flight writes to finish
 NOTES_KEPT = 10
 T = TypeVar("T")
 
@@ -125,50 +122,6 @@ _RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
 def lance_message(exc: BaseException) -> str:
     """A LanceDB error's message without the Rust source location it ends with."""
     return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
-
-
-@contextlib.contextmanager
-def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
-    """An advisory lock beside a local store: writes share it, a purge or restore holds it alone.
-
-    A purge deletes every file no committed version references, which would include the
-    files of a write in flight in another process; the lock makes it wait for those.
-    """
-    if "://" in settings.store_uri:
-        yield
-        return
-    path = Path(settings.store_uri + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if not exclusive:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        else:
-            deadline = time.monotonic() + PURGE_LOCK_WAIT
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StoreError(
-                            f"other processes kept writing to {settings.store_uri} for "
-                            f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
-                        ) from None
-                    time.sleep(0.05)
-        yield
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _try_lock(settings: Settings, suffix: str) -> Iterator[bool]:
-    """A non-blocking exclusive lock beside a local store: True if this process holds it."""
-    if "://" in settings.store_uri:
-        yield True
-        return
-    with try_exclusive(Path(settings.store_uri + suffix)) as mine:
-        yield mine
 
 
 def rewrite_without(table: Table, ids: Collection[str]) -> tuple[int, int]:
@@ -416,7 +369,7 @@ class InsightStore:
 
     def _compact(self, table: Table) -> None:
         """Compact, unless another process is at it (servers reach the threshold together)."""
-        with _try_lock(self.settings, ".compact.lock") as mine:
+        with try_store_lock(self.settings, ".compact.lock") as mine:
             if not mine:
                 return
             try:
