@@ -42,6 +42,9 @@ from mtl_mcp.lint import lint
 from mtl_mcp.models import InsightDraft
 from mtl_mcp.store import InsightStore, starter_drafts
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import PLANS  # the same plans as the main benchmark
+
 SUBJECTS = [
     "database migrations", "flaky tests", "shell scripts", "API responses", "config files",
     "dependency upgrades", "log output", "error handling", "cache layers", "date parsing",
@@ -59,16 +62,6 @@ ACTIONS = [
     "log the inputs of", "validate the schema of", "roll back quickly on problems with",
     "review the diff of", "pin the versions behind", "document the assumptions about",
 ]  # fmt: skip
-PLANS = [
-    "Reproduce the failing test in isolation, read the code it exercises, make the smallest "
-    "fix and rerun the whole suite before claiming it is done.",
-    "Inspect the configuration loader, check which environment variables it reads, then add "
-    "validation with clear errors and verify with a malformed file.",
-    "Profile the slow endpoint first, find the hot query, add an index or cache, and measure "
-    "again under the same load to confirm the gain.",
-    "Read the client library's documentation, respect its pagination contract, and write a "
-    "small script that exercises every page before wiring it in.",
-]
 MARGIN = 0.02  # generated lessons stay this far below the dedup threshold
 
 

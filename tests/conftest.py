@@ -50,6 +50,12 @@ def store(settings: Settings) -> Iterator[InsightStore]:
     memory.close()
 
 
+def add_args(draft: dict[str, object]) -> list[str]:
+    """`mtl-mcp add` arguments for a draft."""
+    fields = ("title", "description", "content")
+    return ["add", *(arg for name in fields for arg in (f"--{name}", str(draft[name])))]
+
+
 def lesson(title: str, content: str, **extra: object) -> dict[str, object]:
     """A valid draft with a generic description."""
     return {

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from mtl_mcp.cli import cli
-from tests.conftest import distinct_lessons, lesson
+from tests.conftest import add_args, distinct_lessons, lesson
 
 PLAN = "Reproduce the failing test in isolation, then fix the cause and rerun the suite."
 
@@ -16,18 +16,6 @@ PLAN = "Reproduce the failing test in isolation, then fix the cause and rerun th
 def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
-
-
-def add_args(draft: dict[str, object]) -> list[str]:
-    return [
-        "add",
-        "--title",
-        str(draft["title"]),
-        "--description",
-        str(draft["description"]),
-        "--content",
-        str(draft["content"]),
-    ]
 
 
 def test_add_then_recall_as_json() -> None:

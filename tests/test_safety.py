@@ -21,7 +21,7 @@ from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.hooks import refresh_context
 from mtl_mcp.spool import Job, Spool
 from mtl_mcp.store import META_TABLE, TABLE, InsightStore
-from tests.conftest import distinct_lessons, lesson
+from tests.conftest import add_args, distinct_lessons, lesson
 
 # Made-up internal tokens the secret scanner does not know: exactly what slips through.
 TOKEN = "zq7internal" + "tok9x2m4k8"
@@ -35,13 +35,7 @@ def run(*args: str, input: str | None = None) -> tuple[int, str, str]:
 
 def add(draft: dict[str, object], *extra: str) -> str:
     code, out, err = run(
-        "add",
-        "--title",
-        str(draft["title"]),
-        "--description",
-        str(draft["description"]),
-        "--content",
-        str(draft["content"]),
+        *add_args(draft),
         "--json",
         *extra,
     )
