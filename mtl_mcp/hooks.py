@@ -57,7 +57,8 @@ class HookInput(BaseModel):
 
 
 def read_stdin(timeout: float = STDIN_TIMEOUT) -> str:
-    """Whatever arrives on stdin within `timeout` seconds (at most 1 MB)."""
+    """The hook input: stdin up to its end, a complete JSON object, `timeout` seconds of
+    silence or 1 MB, whichever comes first (a client may leave stdin open)."""
     if sys.stdin is None or sys.stdin.closed:
         return ""
     chunks: list[bytes] = []
@@ -72,7 +73,17 @@ def read_stdin(timeout: float = STDIN_TIMEOUT) -> str:
             break
         chunks.append(chunk)
         size += len(chunk)
+        if chunk.rstrip().endswith(b"}") and _is_json(b"".join(chunks)):
+            break
     return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_input(raw: str) -> HookInput:

@@ -86,7 +86,7 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
                 f"{name} is too short to be a lesson: "
                 f"write at least {_MIN_WORDS.get(name, 1)} words"
             )
-    everything = "\n".join([*texts.values(), *draft.tags])
+    everything = "\n".join([*texts.values(), *draft.tags, *draft.languages, draft.domain or ""])
     for secret in find_secrets(everything):
         report.errors.append(
             f"contains a secret ({secret.kind}): remove it; secrets never enter the memory"

@@ -72,3 +72,19 @@ def try_store_lock(settings: Settings, suffix: str) -> Iterator[bool]:
         return
     with try_exclusive(Path(settings.store_uri + suffix)) as mine:
         yield mine
+
+
+@contextlib.contextmanager
+def creating(settings: Settings) -> Iterator[None]:
+    """Serialize creating a new local store: a second process must not see it half made."""
+    if "://" in settings.store_uri:
+        yield
+        return
+    path = Path(settings.store_uri + ".create.lock")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -18,6 +18,8 @@ from pydantic import (
     field_validator,
 )
 
+from mtl_mcp.redact import find_secrets
+
 Category = Literal[
     "test-verification",
     "interaction-protocol",
@@ -50,6 +52,8 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9+#.-]{0,39}$")
 
 def _slug(value: str) -> str:
     """Lower-case and hyphenate a free label such as a domain, a language or a tag."""
+    if secrets := find_secrets(value):  # checked before slugging hides the token's shape
+        raise ValueError(f"looks like a secret ({secrets[0].kind}): labels must not hold secrets")
     slug = re.sub(r"[\s_/]+", "-", value.strip().lower())
     if not _SLUG.match(slug):
         raise ValueError(

@@ -143,7 +143,7 @@ class StoreHandle:
 def build_server(settings: Settings, store: InsightStore | None = None) -> MCPServer[Any]:
     """The MCP server over one store (created lazily unless a test passes one)."""
     memory = StoreHandle(settings, store)
-    roots_project: dict[str, ProjectRef | None] = {}
+    roots_project: dict[int, ProjectRef | None] = {}
 
     async def call(work: Callable[[InsightStore], T]) -> T:
         """Run blocking store work off the event loop; MtlError becomes a ToolError."""
@@ -158,8 +158,10 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
             return found
         if ctx is None:
             return None
-        if "roots" not in roots_project:
-            roots_project["roots"] = None
+        # Per client session: one HTTP server can serve several clients, each with its roots.
+        session = id(ctx.session)
+        if session not in roots_project:
+            found_root: ProjectRef | None = None
             capabilities = ctx.session.client_capabilities
             roots = []
             if capabilities is not None and capabilities.roots is not None:
@@ -173,9 +175,10 @@ def build_server(settings: Settings, store: InsightStore | None = None) -> MCPSe
             for root in roots:
                 uri = urlparse(str(root.uri))
                 if uri.scheme == "file":
-                    roots_project["roots"] = resolve_project(unquote(uri.path))
+                    found_root = resolve_project(unquote(uri.path))
                     break
-        return roots_project["roots"]
+            roots_project[session] = found_root
+        return roots_project[session]
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -464,6 +467,8 @@ async def _flush_periodically(memory: StoreHandle) -> None:
             await anyio.to_thread.run_sync(memory.flush)
         except MtlError as exc:
             logger.warning("could not save recall counts: %s", exc)
+        except Exception:  # a background task must never take the server down
+            logger.exception("could not save recall counts")
 
 
 def serve(

@@ -148,8 +148,23 @@ class Spool:
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(entry + "\n")
 
+    def is_current(self, path: Path, job: Job) -> bool:
+        """False if the session was queued again (a newer transcript) while `job` ran."""
+        try:
+            on_disk = Job.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValidationError, UnicodeDecodeError):
+            return True
+        return on_disk.created_at == job.created_at
+
+    def finish(self, path: Path, job: Job) -> None:
+        """Remove a done job, unless it was queued again meanwhile: that one still waits."""
+        if self.is_current(path, job):
+            path.unlink(missing_ok=True)
+
     def postpone(self, path: Path, job: Job, error: str, until: datetime | None = None) -> str:
         """Record a failed attempt; back off, or give up after MAX_ATTEMPTS."""
+        if not self.is_current(path, job):
+            return "retry"  # the newer job for this session replaces this attempt
         job.attempts += 1
         job.last_error = error
         if job.attempts >= MAX_ATTEMPTS:
@@ -186,7 +201,7 @@ def process_job(spool: Spool, path: Path, job: Job) -> JobOutcome:
         status = spool.postpone(path, job, f"transcript unreadable: {exc}")
         return JobOutcome(session_id=job.session_id, status=status, detail=str(exc))
     if spool.already_done(job.session_id, content_hash):
-        path.unlink(missing_ok=True)
+        spool.finish(path, job)
         return JobOutcome(
             session_id=job.session_id,
             status="skipped",
@@ -200,7 +215,7 @@ def process_job(spool: Spool, path: Path, job: Job) -> JobOutcome:
     digest = build_digest(parsed, token_budget=settings.digest_tokens)
     if digest.trivial:
         spool.mark_done(job.session_id, content_hash, 0)
-        path.unlink(missing_ok=True)
+        spool.finish(path, job)
         return JobOutcome(
             session_id=job.session_id,
             status="skipped",
@@ -235,7 +250,7 @@ def process_job(spool: Spool, path: Path, job: Job) -> JobOutcome:
     finally:
         store.close()
     spool.mark_done(job.session_id, content_hash, sum(r.status == "stored" for r in results))
-    path.unlink(missing_ok=True)
+    spool.finish(path, job)
     return JobOutcome(
         session_id=job.session_id,
         status="stored",
@@ -257,5 +272,12 @@ def run_worker(settings: Settings, *, ignore_backoff: bool = False) -> list[JobO
         ]:
             for path, job in batch:
                 seen.add(path.name)  # a job retried later in this run would spin
-                outcomes.append(process_job(spool, path, job))
+                try:
+                    outcomes.append(process_job(spool, path, job))
+                except Exception as exc:  # one broken job must not strand the rest of the queue
+                    logger.exception("job %s failed unexpectedly", job.session_id)
+                    status = spool.postpone(path, job, f"unexpected error: {exc!r}")
+                    outcomes.append(
+                        JobOutcome(session_id=job.session_id, status=status, detail=repr(exc))
+                    )
     return outcomes

@@ -34,7 +34,7 @@ from mtl_mcp.embed import Embedder, Vector, get_embedder
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
 from mtl_mcp.infer import fill_labels
 from mtl_mcp.lint import LintReport, lint
-from mtl_mcp.locks import store_lock, try_store_lock
+from mtl_mcp.locks import creating, store_lock, try_store_lock
 from mtl_mcp.models import (
     CATEGORIES,
     Insight,
@@ -206,40 +206,8 @@ class InsightStore:
                 return self._table
             db = self._connect()
             try:
-                created = TABLE not in db.list_tables().tables
-                if created and self._table_dir_exists():
-                    raise StoreError(
-                        f"the store at {self.settings.store_uri} is damaged: the insight table's "
-                        "version manifests are missing. Run `mtl-mcp doctor`: it names the "
-                        "backup to restore"
-                    )
-                if created:
-                    dim = self.embedder.dim
-                    table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
-                    meta = db.create_table(
-                        META_TABLE,
-                        schema=pa.schema(
-                            [
-                                pa.field("key", pa.string(), nullable=False),
-                                pa.field("value", pa.string()),
-                            ]
-                        ),
-                        exist_ok=True,
-                    )
-                    fresh = {
-                        "schema_version": str(SCHEMA_VERSION),
-                        "dim": str(dim),
-                        "embed_model": self.embedder.name,
-                    }
-                    if meta.count_rows() == 0:
-                        meta.merge_insert("key").when_not_matched_insert_all().execute(
-                            pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
-                        )
-                else:
-                    table = db.open_table(TABLE)
-                    # Reads every data file's footer: a truncated or missing file fails here,
-                    # with advice, rather than as a raw error in the first query.
-                    table.search().select(["id"]).limit(None).to_arrow()
+                with creating(self.settings):
+                    table, created = self._open_or_create(db)
                 rows = db.open_table(META_TABLE).to_arrow().to_pylist()
             except StoreError:
                 raise
@@ -249,20 +217,56 @@ class InsightStore:
                     f"({lance_message(exc)}). "
                     "Run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
                 ) from exc
-            self._meta = {row["key"]: row["value"] for row in rows}
-            for key in ("schema_version", "dim"):
-                if not self._meta.get(key, "0").isdigit():
-                    raise StoreError(
-                        f"the store's meta table in {self.settings.store_uri} is damaged "
-                        f"({key}={self._meta.get(key)!r}). Run `mtl-mcp doctor`: it names the "
-                        "backup to restore"
-                    )
-            self._table = table
-            self._check_schema(table)
-            self._last_optimized = table.version
-            if created and self.settings.starter:
-                self.seed()
-            return table
+            return self._finish_open(table, rows, created)
+
+    def _open_or_create(self, db: DBConnection) -> tuple[Table, bool]:
+        """The insight table (and its meta table), created if this is a new store."""
+        created = TABLE not in db.list_tables().tables
+        if created and self._table_dir_exists():
+            raise StoreError(
+                f"the store at {self.settings.store_uri} is damaged: the insight table's "
+                "version manifests are missing. Run `mtl-mcp doctor`: it names the "
+                "backup to restore"
+            )
+        if not created:
+            table = db.open_table(TABLE)
+            # Reads every data file's footer: a truncated or missing file fails here,
+            # with advice, rather than as a raw error in the first query.
+            table.search().select(["id"]).limit(None).to_arrow()
+            return table, False
+        dim = self.embedder.dim
+        table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
+        meta_schema = pa.schema(
+            [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())]
+        )
+        meta = db.create_table(META_TABLE, schema=meta_schema, exist_ok=True)
+        fresh = {
+            "schema_version": str(SCHEMA_VERSION),
+            "dim": str(dim),
+            "embed_model": self.embedder.name,
+        }
+        if meta.count_rows() == 0:
+            meta.merge_insert("key").when_not_matched_insert_all().execute(
+                pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
+            )
+        return table, True
+
+    def _finish_open(self, table: Table, rows: list[dict[str, Any]], created: bool) -> Table:
+        """Check the meta and the schema, then seed a new store."""
+        self._meta = {row["key"]: row["value"] for row in rows}
+        for key in ("schema_version", "dim"):
+            if not self._meta.get(key, "0").isdigit():
+                raise StoreError(
+                    f"the store's meta table in {self.settings.store_uri} is damaged "
+                    f"({key}={self._meta.get(key)!r}). Run `mtl-mcp doctor`: it names the "
+                    "backup to restore"
+                )
+        self._table = table
+        self._check_schema(table)
+        self._last_optimized = table.version
+        if created and self.settings.starter:
+            self.seed()
+        return table
 
     def _table_dir_exists(self) -> bool:
         """A local store whose insight table has files but does not open is damaged, not new."""
@@ -301,6 +305,7 @@ class InsightStore:
         self._meta.update(values)
 
     def _check_model(self) -> None:
+        self._snap()  # a reindex by another process changes the model: see it first
         stored = self._meta.get("embed_model")
         if stored and stored != self.embedder.name:
             raise EmbeddingError(
@@ -323,6 +328,9 @@ class InsightStore:
             version = table.version
             if self._snapshot is None or self._snapshot.version != version:
                 try:
+                    # Another process may have reindexed (model, dimension): reread the meta.
+                    meta_rows = self._connect().open_table(META_TABLE).to_arrow().to_pylist()
+                    self._meta = {row["key"]: row["value"] for row in meta_rows}
                     pinned = self._connect().open_table(TABLE)
                     pinned.checkout(version)  # both scans of the snapshot see the same rows
                     self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
@@ -439,7 +447,10 @@ class InsightStore:
                 else:
                     results[position].status = "merged"
                     results[position].id = target
-                    if target != insight_id(draft):  # the same text again changes nothing
+                    # The same text again changes nothing, unless another project wrote it.
+                    if target != insight_id(draft) or self._new_project_for(
+                        snapshot, target, provenance
+                    ):
                         merges.append((target, draft))
             self._insert(new_rows)
             for target, draft in merges:  # after the insert: the target may be a new row
@@ -471,6 +482,15 @@ class InsightStore:
         if len(similar) and similar.max() >= threshold:
             return str(snapshot.rows.column("id")[int(similar.argmax())].as_py())
         return None
+
+    @staticmethod
+    def _new_project_for(snapshot: Snapshot, target: str, provenance: Provenance) -> bool:
+        """Whether `provenance` names a project the stored insight `target` lacks."""
+        position = snapshot.positions.get(target)
+        if not provenance.project or position is None:
+            return False
+        projects = snapshot.rows.column("projects")[position].as_py() or []
+        return provenance.project not in projects
 
     def _new_row(
         self, draft: InsightDraft, provenance: Provenance, score: float, vector: Vector
@@ -521,6 +541,7 @@ class InsightStore:
         full = [(n, item) for n, item in enumerate(items) if isinstance(item, Insight)]
         if full:
             self._check_model()
+            present = set(self._snap().positions)
             reports = {n: lint(item) for n, item in full}
             keep = [(n, item) for n, item in full if reports[n].ok]
             vectors = self.embedder.embed_documents([item.embedding_text() for _, item in keep])
@@ -531,10 +552,11 @@ class InsightStore:
                     for (n, item), vector in zip(keep, vectors, strict=True)
                 ]
             )
-            results.update(
-                (n, _verdict(item.title, reports[n], item.id if reports[n].ok else None))
-                for n, item in full
-            )
+            for n, item in full:
+                verdict = _verdict(item.title, reports[n], item.id if reports[n].ok else None)
+                if verdict.status == "stored" and item.id in present:
+                    verdict.status = "merged"  # already there: merge_insert kept the stored row
+                results[n] = verdict
         return [results[n] for n in range(len(items))]
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
@@ -625,15 +647,22 @@ class InsightStore:
         by_count: dict[int, list[str]] = {}
         for insight, count in pending.items():
             by_count.setdefault(count, []).append(insight)
-        for count, ids in by_count.items():
+        for count, ids in list(by_count.items()):
             where = f"id IN ({', '.join(_sql(i) for i in ids)})"
             increment = {"recall_count": f"recall_count + {count}"}
-            self._write(
-                functools.partial(_update, where=where, values_sql=increment),
-                patch=functools.partial(
-                    Snapshot.add_recall_counts, counts=dict.fromkeys(ids, count)
-                ),
-            )
+            try:
+                self._write(
+                    functools.partial(_update, where=where, values_sql=increment),
+                    patch=functools.partial(
+                        Snapshot.add_recall_counts, counts=dict.fromkeys(ids, count)
+                    ),
+                )
+            except StoreError:
+                with self._lock:  # keep the unwritten counts for the next flush
+                    for times, group in by_count.items():
+                        self._pending_recalls.update(dict.fromkeys(group, times))
+                raise
+            del by_count[count]
 
     def get(self, insight: str) -> Insight:
         snapshot = self._snap()
@@ -753,6 +782,10 @@ class InsightStore:
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
+        with store_lock(self.settings, exclusive=True):  # writes meanwhile would be overwritten
+            return self._reindex_locked(progress)
+
+    def _reindex_locked(self, progress: Callable[[int], None] | None) -> int:
         from mtl_mcp.backup import make_backup
 
         table = self._open()

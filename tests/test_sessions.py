@@ -424,3 +424,15 @@ def test_install_dry_run_then_install_claude_code(tmp_path: Path, monkeypatch) -
     assert "already up to date" in again.stdout
     assert runner.invoke(cli, ["uninstall", "claude-code"]).exit_code == 0
     assert not (tmp_path / "user" / ".claude.json").exists()  # it held only our entry
+
+
+def test_a_session_queued_again_while_its_job_runs_is_not_dropped(settings: Settings) -> None:
+    """Finishing or postponing an old job leaves the newer job for the same session queued."""
+    spool = Spool(settings)
+    spool.enqueue(Job(session_id="s", transcript_path="/old.jsonl"))
+    [(path, running)] = list(spool.jobs())
+    spool.enqueue(Job(session_id="s", transcript_path="/longer.jsonl"))  # the session ended again
+    spool.finish(path, running)
+    assert spool.postpone(path, running, "API down") == "retry"
+    [(_, waiting)] = list(spool.jobs())
+    assert waiting.transcript_path == "/longer.jsonl" and waiting.attempts == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from pathlib import Path
 
@@ -241,3 +242,49 @@ def test_concurrent_inserts_of_one_insight_never_duplicate(settings: Settings) -
     b.record([draft])
     rows = a._open().to_arrow().column("id").to_pylist()
     assert rows == [insight_id(InsightDraft.model_validate(draft))]
+
+
+def test_secrets_in_labels_are_rejected(store: InsightStore) -> None:
+    """A token passed as a tag or a language is rejected before slugging can disguise it."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "abcdef"
+    results = store.record(
+        [lesson(*TOPICS[0], tags=[token]), lesson(*TOPICS[1], languages=[token])]
+    )
+    assert [r.status for r in results] == ["rejected", "rejected"]
+    assert all("secret" in r.reasons[0] for r in results)
+    assert token.lower().replace("_", "-") not in json.dumps(
+        [i.model_dump(mode="json") for i in store.export()]
+    )
+
+
+def test_same_text_from_another_project_counts_as_support(store: InsightStore) -> None:
+    """Identical text from a second project merges: support + 1 and the project joins."""
+    [first] = store.record([lesson(*TOPICS[2])], Provenance(project="acme/api"))
+    [again] = store.record([lesson(*TOPICS[2])], Provenance(project="acme/api"))
+    [other] = store.record([lesson(*TOPICS[2])], Provenance(project="zeta/cli"))
+    assert again.status == other.status == "merged" and other.id == first.id
+    merged = store.get(first.id)
+    assert merged.support == 2 and merged.projects == ["acme/api", "zeta/cli"]
+    hits = store.recall("make one change at a time", k=1, scope="this-project", project="zeta/cli")
+    assert [h.id for h in hits] == [first.id]
+
+
+def test_reimport_reports_existing_rows_as_merged(store: InsightStore, tmp_path: Path) -> None:
+    """Importing an export twice stores once and reports the second time as merged."""
+    store.record([lesson(*TOPICS[3])])
+    exported = list(store.export())
+    fresh = InsightStore(load_settings(tmp_path / "again"))
+    assert [r.status for r in fresh.import_insights(exported)] == ["stored"]
+    assert [r.status for r in fresh.import_insights(exported)] == ["merged"]
+
+
+def test_a_running_store_notices_another_process_changing_the_model(settings: Settings) -> None:
+    """After another process records a different model, a long-lived handle refuses to mix."""
+    running = InsightStore(settings)
+    running.record([lesson(*TOPICS[0])])
+    running.recall("read the error message", k=1)
+    other = InsightStore(settings)
+    other._set_meta({"embed_model": "BAAI/bge-small-en-v1.5"})
+    other.rate(running.list()[0][0].id, helpful=True)  # a write moves the table version
+    with pytest.raises(EmbeddingError, match="mtl-mcp reindex"):
+        running.recall("read the error message", k=1)
