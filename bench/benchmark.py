@@ -45,15 +45,20 @@ from mtl_mcp.config import load_settings
 from mtl_mcp.store import InsightStore, insight_schema
 
 ROOT = Path(__file__).resolve().parent.parent
+# 3-4 sentence plans, as the server's instructions ask for (each sentence is embedded).
 PLANS = [
-    "Reproduce the failing test in isolation, read the code it exercises, make the smallest "
-    "fix and rerun the whole suite before claiming it is done.",
-    "Inspect the configuration loader, check which environment variables it reads, then add "
-    "validation with clear errors and verify with a malformed file.",
-    "Profile the slow endpoint first, find the hot query, add an index or cache, and measure "
-    "again under the same load to confirm the gain.",
-    "Read the API documentation for the client library, respect its pagination contract, and "
-    "write a small script that exercises every page before wiring it in.",
+    "First I will reproduce the failing test in isolation to see the real error. Then I will "
+    "read the code it exercises and make the smallest fix. Finally I will rerun the test and "
+    "the whole suite before claiming it is done.",
+    "I will inspect the configuration loader and list the environment variables it reads. "
+    "Then I will add validation with clear error messages. I will verify it with a malformed "
+    "file and with the existing tests.",
+    "I will profile the slow endpoint first to find the hot query. Then I will add an index or "
+    "a cache where the profile points. I will measure again under the same load to confirm "
+    "the gain.",
+    "I will read the client library's documentation and its pagination contract. Then I will "
+    "write a small script that fetches every page. Once it works I will wire it into the "
+    "service and test the edge cases.",
 ]
 
 
