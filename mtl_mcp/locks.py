@@ -16,18 +16,26 @@ PURGE_LOCK_WAIT = 60.0  # seconds a purge waits for in-flight writes to finish
 
 
 @contextlib.contextmanager
-def try_exclusive(path: Path) -> Iterator[bool]:
-    """Hold an exclusive lock on `path` if no other process does: yields True if this one does."""
+def _lock_file(path: Path) -> Iterator[int]:
+    """The open lock file at `path` (created 0600); closing it on exit releases any lock."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_exclusive(path: Path) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` if no other process does: yields True if this one does."""
+    with _lock_file(path) as fd:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
         yield True
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -40,10 +48,7 @@ def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
     if "://" in settings.store_uri:
         yield
         return
-    path = Path(settings.store_uri + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    with _lock_file(Path(settings.store_uri + ".lock")) as fd:
         if not exclusive:
             fcntl.flock(fd, fcntl.LOCK_SH)
         else:
@@ -60,8 +65,6 @@ def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
                         ) from None
                     time.sleep(0.05)
         yield
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -80,11 +83,6 @@ def creating(settings: Settings) -> Iterator[None]:
     if "://" in settings.store_uri:
         yield
         return
-    path = Path(settings.store_uri + ".create.lock")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    with _lock_file(Path(settings.store_uri + ".create.lock")) as fd:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
-    finally:
-        os.close(fd)
