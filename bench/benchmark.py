@@ -41,8 +41,9 @@ import pyarrow as pa
 from mcp import StdioServerParameters
 from mcp.client import Client
 
+from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
-from mtl_mcp.store import InsightStore, insight_schema
+from mtl_mcp.storage.schema import insight_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 # 3-4 sentence plans, as the server's instructions ask for (each sentence is embedded).
@@ -102,11 +103,11 @@ async def bench_handshake(runs: int, home: Path) -> dict[str, Any]:
     }
 
 
-def fill_store(home: Path, size: int) -> InsightStore:
+def fill_store(home: Path, size: int) -> Memory:
     """A store of `size` synthetic insights with random unit vectors."""
-    store = InsightStore(load_settings(home, starter=False))
+    store = Memory(load_settings(home, starter=False))
     store.stats()  # creates the table and its metadata
-    table = store._open()
+    table = store.table.open()
     rng = np.random.default_rng(7)
     schema = insight_schema(384)
     now = datetime(2026, 11, 1, tzinfo=UTC)
@@ -148,14 +149,14 @@ def fill_store(home: Path, size: int) -> InsightStore:
     return store
 
 
-def baselines(store: InsightStore, reps: int) -> dict[str, float]:
+def baselines(store: Memory, reps: int) -> dict[str, float]:
     """In-process: LanceDB flat cosine search, numpy brute force, the query embedding, and
     our own recall without the MCP round trip."""
-    table = store._open()
+    table = store.table.open()
     embedder = store.embedder
     queries = [embedder.embed_query(p) for p in PLANS]
     lance, floor, embed, ours = [], [], [], []
-    matrix = store._snap().vectors
+    matrix = store.table.snapshot().vectors
     for query, plan in zip(
         itertools.islice(itertools.cycle(queries), reps), itertools.cycle(PLANS), strict=False
     ):
@@ -295,8 +296,8 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
         capture_output=True,
     )
     wall = time.perf_counter() - start
-    store = InsightStore(load_settings(work / "import-home-2", starter=False))
-    from mtl_mcp.models import InsightDraft
+    store = Memory(load_settings(work / "import-home-2", starter=False))
+    from mtl_mcp.schemas import InsightDraft
 
     drafts = [InsightDraft.model_validate(r) for r in generated_insights(count)]
     store.embedder.embed_query("load the model first")
@@ -315,7 +316,7 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
 def bench_hooks(work: Path, runs: int) -> dict[str, Any]:
     """Return time of the hook commands as a client runs them (a fresh process each)."""
     home = work / "hooks-home"
-    InsightStore(load_settings(home, starter=True)).close()  # a store with the starter pack
+    Memory(load_settings(home, starter=True)).close()  # a store with the starter pack
     transcript = work / "session.jsonl"
     transcript.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
     times: dict[str, list[float]] = {"session-end": [], "session-start": []}
@@ -364,7 +365,7 @@ def main() -> None:
             entry = {
                 "insights": size,
                 **anyio.run(bench_recall, home, reps),
-                **baselines(InsightStore(load_settings(home, starter=False)), reps),
+                **baselines(Memory(load_settings(home, starter=False)), reps),
             }
             entry["lancedb_flat_over_ours"] = round(
                 entry["lancedb_flat_p50_ms"] / entry["recall_p50_ms"], 2

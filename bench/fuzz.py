@@ -25,16 +25,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mtl_mcp.cli import _read_import
+from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
 from mtl_mcp.hooks import parse_input
-from mtl_mcp.lint import lint
-from mtl_mcp.models import Insight, InsightDraft, RecallHit
-from mtl_mcp.poisoning import instructions_to_assistant
-from mtl_mcp.redact import redact
-from mtl_mcp.render import insight_markdown, recall_text
-from mtl_mcp.store import InsightStore
-from mtl_mcp.transcripts import build_digest, read_transcript
+from mtl_mcp.learning.transcripts import build_digest, read_transcript
+from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.schemas import Insight, InsightDraft, RecallHit
+from mtl_mcp.text.lint import lint
+from mtl_mcp.text.poisoning import instructions_to_assistant
+from mtl_mcp.text.redact import redact
+from mtl_mcp.text.render import insight_markdown, recall_text
 
 KEYS = [
     "title", "description", "content", "polarity", "category", "domain", "languages", "tags",
@@ -103,7 +103,7 @@ def _import_reader(work: Path) -> Callable[..., None]:
     def run(lines: list[bytes]) -> None:
         path = work / "import.jsonl"
         path.write_bytes(b"\n".join(lines))
-        for _, item in _read_import(path):
+        for _, item in read_import(path):
             assert isinstance(item, Insight | InsightDraft | str)
 
     return run
@@ -165,7 +165,7 @@ def _hook_input(work: Path) -> Callable[..., None]:
 
 
 def _store(work: Path) -> Callable[..., None]:
-    store = InsightStore(load_settings(work / "home", starter=False))
+    store = Memory(load_settings(work / "home", starter=False))
 
     @given(drafts=st.lists(st.one_of(WORDY, DRAFT, JSON), min_size=1, max_size=3))
     def run(drafts: list[Any]) -> None:

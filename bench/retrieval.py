@@ -2,7 +2,7 @@
 
     python bench/retrieval.py [--out bench-results/retrieval.json] [--no-latency]
 
-1. The methods of `mtl_mcp.retrieval.METHODS`, each through `InsightStore.recall` on the
+1. The methods of `mtl_mcp.index.methods.METHODS`, each through `Memory.recall` on the
    shipped evaluation set (leave-one-domain-out, plan as the query, k=3), per split; plus
    the raw task text as the query.
 2. Ideas tried on top of the default and dropped unless they won on dev: other texts as the
@@ -12,7 +12,7 @@
    ranking. These re-rank from the same throwaway store's snapshot and the same BM25 index.
 3. The rating signal: ratings the assistant would leave on the dev queries' results
    (helpful if labelled relevant; in a second run also harmful if not), through
-   `InsightStore.rate`, then the test split recalled again.
+   `Memory.rate`, then the test split recalled again.
 4. A paired bootstrap (10,000 resamples over queries) of P@3, default against dense.
 5. In-process recall latency at 10,000 insights, dense against the default, for one-sentence
    plans and for the evaluation set's 3-4 sentence plans.
@@ -40,8 +40,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does: see bench
 import numpy as np
 import pyarrow as pa
 
+from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
-from mtl_mcp.evaluation import (
+from mtl_mcp.index.bm25 import Bm25Index, tokens
+from mtl_mcp.index.categories import category_prototypes
+from mtl_mcp.index.fusion import rankings_of, rrf_scores
+from mtl_mcp.index.methods import METHODS, plan_vector
+from mtl_mcp.quality.evaluation import (
     EvalQuery,
     EvalResult,
     EvalStore,
@@ -53,10 +58,6 @@ from mtl_mcp.evaluation import (
     shipped_set,
     throwaway_store,
 )
-from mtl_mcp.infer import category_prototypes
-from mtl_mcp.ranking import Bm25Index, plan_vector, rankings_of, rrf_scores
-from mtl_mcp.retrieval import METHODS, tokens
-from mtl_mcp.store import InsightStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLITS = ("dev", "test", "all")
@@ -74,8 +75,8 @@ class Lab:
     """Re-ranking experiments over one throwaway store's snapshot."""
 
     def __init__(self, evalset: EvalStore) -> None:
-        self.store = evalset.store
-        snapshot = evalset.store._snap()
+        self.store = evalset.memory
+        snapshot = evalset.memory.table.snapshot()
         self.vectors = snapshot.vectors
         self.ids: list[str] = snapshot.rows.column("id").to_pylist()
         self.domains = np.array(snapshot.rows.column("domain").to_pylist(), dtype=object)
@@ -92,8 +93,8 @@ class Lab:
         self.titles: list[str] = snapshot.rows.column("title").to_pylist()
         self.descriptions: list[str] = snapshot.rows.column("description").to_pylist()
         self.active = snapshot.active
-        self.bm25 = snapshot.bm25
-        self.embedder = evalset.store.embedder
+        self.bm25 = Bm25Index(snapshot.texts())
+        self.embedder = evalset.memory.embedder
 
     def candidates(self, exclude: list[str]) -> np.ndarray:
         mask = self.active & ~np.isin(self.domains, exclude)
@@ -258,7 +259,7 @@ def feedback(
     rating term carry over to unseen plans?"""
     pool = load_pool(pool_path)
     with throwaway_store(pool) as evalset:
-        store = evalset.store
+        store = evalset.memory
         ranker = recall_ranker(store, replace(METHODS["mtl"], rating_weight=weight))
         before = score_ranker(evalset, queries, ranker, name="mtl", split="test")
         ratings = Counter[str]()
@@ -299,7 +300,7 @@ def latency(size: int, reps: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch)
         fill_store(home, size)
-        store = InsightStore(load_settings(home, starter=False))
+        store = Memory(load_settings(home, starter=False))
         store.warm()
         result: dict[str, Any] = {"insights": size}
         for label, plans in (("one_sentence", PLANS), ("eval_plans", long_plans[:12])):
@@ -311,10 +312,9 @@ def latency(size: int, reps: int) -> dict[str, Any]:
                         store.recall(plan, method=method)
                         times[method].append(time.perf_counter() - start)
             result[label] = {m: round(statistics.median(t) * 1000, 2) for m, t in times.items()}
-        snapshot = store._snap()
-        snapshot.__dict__.pop("bm25", None)  # drop the cached index and time a fresh build
+        texts = store.table.snapshot().texts()
         start = time.perf_counter()
-        _ = snapshot.bm25
+        Bm25Index(texts)  # what the first recall after a write builds
         result["bm25_build_ms"] = round((time.perf_counter() - start) * 1000, 1)
         store.close()
     return result
@@ -357,7 +357,7 @@ def main() -> None:
         results["pool"] = evalset.summary.model_dump()
         per_query: dict[str, list[float]] = {}
         for name, method in METHODS.items():
-            ranker = recall_ranker(evalset.store, method)
+            ranker = recall_ranker(evalset.memory, method)
             scores = {
                 split: score_ranker(
                     evalset, queries, ranker, name=name, split=split, details=split == "all"

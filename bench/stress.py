@@ -36,11 +36,12 @@ import numpy as np
 from mcp import StdioServerParameters
 from mcp.client import Client
 
+from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.embed import get_embedder
-from mtl_mcp.lint import lint
-from mtl_mcp.models import InsightDraft
-from mtl_mcp.store import InsightStore, starter_drafts
+from mtl_mcp.index.embedder import get_embedder
+from mtl_mcp.schemas import InsightDraft
+from mtl_mcp.text.lint import lint
+from mtl_mcp.text.starter import starter_drafts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import PLANS  # the same plans as the main benchmark
@@ -242,7 +243,7 @@ async def run_storm(
 def verify(settings: Settings, report: StormReport, lessons: list[dict[str, Any]]) -> list[str]:
     """Problems found in the store after the storm (empty when nothing was lost)."""
     problems = list(report.errors)
-    store = InsightStore(settings)
+    store = Memory(settings)
     try:
         rows = list(store.export())
     finally:
@@ -278,13 +279,13 @@ def main() -> None:
         settings = load_settings(home, starter=True)
         lessons = distinct_lessons(args.writers * args.per_writer, settings)
         closest = max_cosine(lessons, settings)
-        InsightStore(settings).stats()  # the store and the starter pack exist before the storm
-        before = sum(1 for _ in InsightStore(settings).export())
+        Memory(settings).stats()  # the store and the starter pack exist before the storm
+        before = sum(1 for _ in Memory(settings).export())
         report = anyio.run(run_storm, home, lessons, args.writers, args.readers)
         problems = verify(settings, report, lessons)
         logs = "".join(Path(p).read_text(errors="replace") for p in report.stderr_logs)
-        store = InsightStore(settings)
-        table = store._open()
+        store = Memory(settings)
+        table = store.table.open()
         summary = {
             **report.summary(),
             "insights_before": before,

@@ -49,6 +49,11 @@ class Settings:
             )
 
     @property
+    def local_store(self) -> Path | None:
+        """The store's directory when it is on this machine; None for an object-store URI."""
+        return None if "://" in self.store_uri else Path(self.store_uri)
+
+    @property
     def models_dir(self) -> Path:
         """Where embedding models are assembled or cached (never /tmp: it is wiped on reboot)."""
         return self.home / "models"

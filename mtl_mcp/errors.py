@@ -1,25 +1,53 @@
-"""Errors raised by mtl-mcp's library code.
+"""Every error mtl-mcp raises on purpose, in one tree.
 
-Every message says what went wrong and what to do about it. The front doors translate
-them once: ToolError in the MCP server, ClickException in the CLI, a log line in hooks.
+Each message says what went wrong and what to do about it. Foreign errors are translated at
+one boundary each, by a table: LanceDB's in `mtl_mcp.storage.lance`, onnxruntime's in
+`mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`.
+The front doors translate ours once more: ToolError in the MCP server, ClickException in
+the CLI, a log line in hooks.
 
     MtlError
-    ├── ConfigError       bad settings, config file or environment
-    ├── StoreError        the LanceDB store cannot be opened, read or written
-    │   └── NotFoundError no insight has the requested id
-    ├── EmbeddingError    the embedding model is missing, corrupt or mismatched
-    ├── InputError        an argument or input file is malformed
-    ├── TranscriptError   a transcript cannot be read at all
-    └── DistillError      the distillation request failed or returned nothing usable
+    ├── ConfigError            bad settings, config file or environment
+    ├── InputError             an argument or an input file is malformed
+    ├── StoreError             the store cannot be opened, read or written
+    │   ├── NotFoundError      no insight has the requested id
+    │   ├── StoreDamaged       the store's files are damaged: `mtl-mcp doctor` names a backup
+    │   └── StoreBusy *        a write kept conflicting with other writers
+    ├── EmbeddingError         the embedding model is missing, corrupt or mismatched
+    ├── TranscriptError        a transcript cannot be read at all
+    └── DistillError           distillation failed or returned nothing usable
+        ├── BudgetTooSmall     one run needs more tokens than the whole daily budget
+        ├── BudgetExceeded *   today's token budget is spent (retry_at: next UTC midnight)
+        ├── DistillUnavailable *  the model could not be reached, or was busy
+        └── UnusableOutput     the model answered, but not in the requested shape
+
+    * also a `Retryable`: the same call may succeed later without any change. `retry_at`
+      says when, if the error knows (a budget resets at midnight); None means "back off".
 """
+
+from __future__ import annotations
+
+from datetime import datetime
 
 
 class MtlError(Exception):
     """Base class of every error mtl-mcp raises on purpose."""
 
 
+class Retryable(MtlError):
+    """An error that may go away by itself: retry later, at `retry_at` if it is set."""
+
+    def __init__(self, message: str, *, retry_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
 class ConfigError(MtlError):
     """Settings, the config file or the environment are invalid."""
+
+
+class InputError(MtlError):
+    """An argument or an input file is malformed."""
 
 
 class StoreError(MtlError):
@@ -30,12 +58,16 @@ class NotFoundError(StoreError):
     """No insight has the requested id."""
 
 
+class StoreDamaged(StoreError):
+    """The store's files are damaged; `mtl-mcp doctor` says which backup restores them."""
+
+
+class StoreBusy(StoreError, Retryable):
+    """A write kept conflicting with other writers' commits; retrying later helps."""
+
+
 class EmbeddingError(MtlError):
     """The embedding model is missing, corrupt, or not the one the store was built with."""
-
-
-class InputError(MtlError):
-    """An argument or an input file is malformed."""
 
 
 class TranscriptError(MtlError):
@@ -43,4 +75,22 @@ class TranscriptError(MtlError):
 
 
 class DistillError(MtlError):
-    """Distillation failed: no API key, API unreachable, or no usable output."""
+    """Distillation failed: no credentials, model unreachable, budget spent, or no usable
+    output."""
+
+
+class BudgetTooSmall(DistillError):
+    """One distillation run needs more tokens than the whole daily budget allows."""
+
+
+class BudgetExceeded(DistillError, Retryable):
+    """Today's token budget cannot cover the next run; it resets at `retry_at`."""
+
+
+class DistillUnavailable(DistillError, Retryable):
+    """The model could not be reached, timed out, or was rate limited or overloaded."""
+
+
+class UnusableOutput(DistillError):
+    """The model answered, but not with output matching the schema. Not retried: the same
+    input would most likely fail the same way, and every attempt costs tokens."""

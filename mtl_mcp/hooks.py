@@ -8,7 +8,6 @@ the project by a detached refresh, so it never waits for LanceDB or the model.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,15 +20,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from mtl_mcp.config import Settings
-from mtl_mcp.project import ProjectRef, resolve_project
-from mtl_mcp.spool import Job, Spool
+from mtl_mcp.learning.spool import Job, Spool
+from mtl_mcp.operations.context import cached_context
+from mtl_mcp.project import resolve_project
 
 logger = logging.getLogger(__name__)
 
 STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
 STDIN_LIMIT = 1 << 20
-CONTEXT_LIMIT = 4000  # Claude Code caps injected context at 10,000 characters
-CONTEXT_INSIGHTS = 4
 
 
 class HookInput(BaseModel):
@@ -129,11 +127,6 @@ def session_end(raw: str, settings: Settings) -> str:
     return f"queued session {session}"
 
 
-def context_file(settings: Settings, project: ProjectRef) -> Path:
-    name = hashlib.sha256(project.id.encode()).hexdigest()[:16]
-    return settings.home / "context" / f"{name}.md"
-
-
 def session_start(raw: str, settings: Settings) -> str:
     """The context to inject: precomputed for this project, refreshed in the background."""
     payload = parse_input(raw)
@@ -141,39 +134,7 @@ def session_start(raw: str, settings: Settings) -> str:
     if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled
         spawn_detached(settings, "hook", "worker")
     spawn_detached(settings, "hook", "refresh", "--project-dir", str(payload.project_dir or "."))
-    cached = context_file(settings, project)
-    if cached.is_file():
-        return cached.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
-    return ""
-
-
-def refresh_context(settings: Settings, project_dir: str) -> Path:
-    """Write the session-start context for a project: its most useful insights."""
-    from mtl_mcp.render import RECALL_HEADER, one_line
-    from mtl_mcp.store import InsightStore
-
-    project = resolve_project(project_dir)
-    store = InsightStore(settings)
-    try:
-        own, _ = store.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
-        shared, _ = store.list(sort="support", limit=CONTEXT_INSIGHTS)
-    finally:
-        store.close()
-    chosen = list({i.id: i for i in [*own, *shared]}.values())[:CONTEXT_INSIGHTS]
-    lines = [
-        "mtl-mcp memory is attached. Before planning a non-trivial task, call recall_insights "
-        "with a 3-4 sentence plan to get lessons from past sessions.",
-    ]
-    if chosen:
-        lines += ["", RECALL_HEADER]
-        lines += [f"- {one_line(i.title)}: {one_line(i.content)}" for i in chosen]
-    text = "\n".join(lines)[:CONTEXT_LIMIT] + "\n"
-    path = context_file(settings, project)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    return cached_context(settings, project)
 
 
 def log_to_file(settings: Settings) -> None:

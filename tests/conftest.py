@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.store import InsightStore
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +46,8 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def store(settings: Settings) -> Iterator[InsightStore]:
-    memory = InsightStore(settings)
+def store(settings: Settings) -> Iterator[Memory]:
+    memory = Memory(settings)
     yield memory
     memory.close()
 
@@ -113,3 +115,123 @@ def distinct_lessons(count: int, offset: int = 0) -> list[dict[str, object]]:
         )
         for subject, action in pairs
     ]
+
+
+# A live-looking secret built at run time: it must never reach the API or the store.
+LEAKED = "AKIA" + "QX7ZK2M9R4T6W8Y3"
+
+
+def claude_code_transcript(path: Path, session: str = "sess-1") -> Path:
+    """A small but real-shaped Claude Code session with tool use, an error and a fix."""
+    common = {"sessionId": session, "cwd": str(path.parent), "isSidechain": False}
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "user",
+            "uuid": "u1",
+            "message": {
+                "role": "user",
+                "content": "The nightly report crashes on the first day of each month. "
+                f"(the job uses AWS_ACCESS_KEY_ID={LEAKED})",
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Let me reproduce it with a test."}],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a2",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Bash",
+                        "input": {"command": "pytest tests/test_report.py -q"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u2",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": "FAILED test_report.py::test_month_start - "
+                        "IndexError: day out of range",
+                    }
+                ],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a3",
+            "message": {
+                "id": "m2",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t2",
+                        "name": "Edit",
+                        "input": {
+                            "file_path": "report/dates.py",
+                            "old_string": "d - 1",
+                            "new_string": "d",
+                        },
+                    }
+                ],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a4",
+            "message": {
+                "id": "m3",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t3",
+                        "name": "Bash",
+                        "input": {"command": "pytest -q"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u3",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t3", "content": "42 passed in 1.2s"}
+                ],
+            },
+        },
+        {
+            "type": "assistant",
+            "uuid": "a5",
+            "message": {
+                "id": "m4",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Fixed the off-by-one; all tests pass."}],
+            },
+        },
+    ]
+    path.write_text(
+        "\n".join(json.dumps({**common, **line}) for line in lines) + "\n", encoding="utf-8"
+    )
+    return path

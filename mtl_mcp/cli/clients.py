@@ -1,0 +1,83 @@
+"""CLI commands that register mtl-mcp in a client's config files: install, uninstall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import click
+
+from mtl_mcp.cli.app import common, settings
+from mtl_mcp.config import platform_home
+from mtl_mcp.operations.install.plans import apply, plan_install, plan_uninstall
+from mtl_mcp.operations.install.targets import (
+    CLIENTS,
+    Client,
+    InstallScope,
+    Plan,
+    detect_launch,
+)
+
+
+def _plan(client: str, scope: str, remove: bool, hooks: bool) -> Plan:
+    target, where = cast(Client, client), cast(InstallScope, scope)
+    home, project_dir = Path.home(), Path.cwd()
+    if remove:
+        return plan_uninstall(target, where, user_home=home, project_dir=project_dir)
+    # Clients start us with their own environment: pass a non-default data dir explicitly.
+    config = settings()
+    env = {} if config.home == platform_home() else {"MTL_MCP_HOME": str(config.home)}
+    return plan_install(
+        target, where, detect_launch(env), hooks=hooks, user_home=home, project_dir=project_dir
+    )
+
+
+def _apply(plan: Plan, dry_run: bool) -> None:
+    if not plan.changes:
+        click.echo(f"{plan.client}: already up to date, nothing to change")
+    for change in plan.changes:
+        if dry_run:
+            click.echo(change.diff())
+    if plan.changes and not dry_run:
+        for backup in apply(plan):
+            click.echo(f"backup: {backup}", err=True)
+        for change in plan.changes:
+            click.echo(f"wrote {change.path}")
+    for note in plan.notes:
+        click.echo(f"note: {note}", err=True)
+    if dry_run and plan.changes:
+        click.echo("dry run: nothing was written", err=True)
+
+
+CLIENT_CHOICE = click.Choice(CLIENTS)
+SCOPE_OPTION = click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default="user",
+    show_default=True,
+    help="user: every project; project: this folder.",
+)
+
+
+@click.command()
+@common
+@click.argument("client", type=CLIENT_CHOICE)
+@SCOPE_OPTION
+@click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
+@click.option("--no-hooks", is_flag=True, help="Register the MCP server only.")
+def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
+    """Register the MCP server (and session hooks) in a client's config files."""
+    _apply(_plan(client, scope, remove=False, hooks=not no_hooks), dry_run)
+
+
+@click.command()
+@common
+@click.argument("client", type=CLIENT_CHOICE)
+@SCOPE_OPTION
+@click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
+def uninstall(client: str, scope: str, dry_run: bool) -> None:
+    """Remove what `install` added; every other setting stays."""
+    _apply(_plan(client, scope, remove=True, hooks=True), dry_run)
+
+
+COMMANDS = [install, uninstall]

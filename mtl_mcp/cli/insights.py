@@ -1,0 +1,274 @@
+"""CLI commands over the insights themselves: recall, add, import, export, list, show, rate,
+forget, stats, seed, reindex."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mtl_mcp.cli.app import (
+    cli_project,
+    common,
+    echo_json,
+    json_option,
+    open_memory,
+    progress,
+)
+from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
+from mtl_mcp.text.render import insight_markdown, recall_text
+
+
+@click.command()
+@common
+@click.argument("plan")
+@click.option(
+    "-k", default=3, show_default=True, type=click.IntRange(1, 20), help="How many insights."
+)
+@click.option(
+    "--scope",
+    type=click.Choice(["all", "other-projects", "this-project"]),
+    default="all",
+    show_default=True,
+)
+@click.option("--project", help="Project path or id (default: the current directory's).")
+@click.option("--domain", "domains", multiple=True, help="Only these domains (repeatable).")
+@json_option
+def recall(
+    plan: str, k: int, scope: Any, project: str | None, domains: tuple[str, ...], as_json: bool
+) -> None:
+    """Recall the insights most relevant to PLAN (a 3-4 sentence plan of the task)."""
+    ref = cli_project(project)
+    hits = open_memory().recall(plan, k=k, scope=scope, project=ref.id, domains=list(domains))
+    if as_json:
+        echo_json(
+            {"plan": plan, "project": ref.id, "results": [h.model_dump(mode="json") for h in hits]}
+        )
+    else:
+        click.echo(recall_text(hits))
+
+
+@click.command()
+@common
+@click.option("--title", required=True, help="Short imperative title of the lesson.")
+@click.option("--description", required=True, help="One sentence: when it applies.")
+@click.option("--content", required=True, help="The lesson in 1-3 sentences.")
+@click.option("--polarity", type=click.Choice(["success", "failure"]), help="Default: inferred.")
+@click.option("--category", type=click.Choice(CATEGORIES), help="Default: inferred.")
+@click.option("--domain", help="Domain slug, e.g. web-backend.")
+@click.option("--tag", "tags", multiple=True, help="A keyword (repeatable).")
+@click.option("--language", "languages", multiple=True, help="A language (repeatable).")
+@click.option("--project", help="Project path or id (default: the current directory's).")
+@json_option
+def add(project: str | None, as_json: bool, **fields: Any) -> None:
+    """Add one insight (linted and deduplicated like record_session)."""
+    ref = cli_project(project)
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+    [result] = open_memory().record(
+        [fields], Provenance(project=ref.id, client="cli"), project_name=ref.name
+    )
+    if as_json:
+        echo_json(result)
+        return
+    _echo_result(result)
+    if result.status == "rejected":
+        raise SystemExit(1)
+
+
+def _echo_result(result: RecordResult) -> None:
+    where = f" {result.id}" if result.id else ""
+    click.echo(f"{result.status}{where}: {result.title or ''}".rstrip(": "))
+    for reason in result.reasons:
+        click.echo(f"  rejected: {reason}", err=True)
+    for warning in result.warnings:
+        click.echo(f"  warning: {warning}", err=True)
+
+
+@click.command(name="import")
+@common
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option
+def import_(file: Path, as_json: bool) -> None:
+    """Import insights from a JSONL file (one per line; `export` writes this format).
+
+    Bad lines are skipped and reported by line number; good lines still land.
+    """
+    from mtl_mcp.memory.jsonl import count_lines
+
+    memory = open_memory()
+    with progress("importing", count_lines(file)) as advance:
+        report = memory.import_file(file, advance)
+    if as_json:
+        echo_json(report)
+        return
+    for problem in report.problems:
+        click.echo(f"{file}:{problem.line}: {problem.problem}", err=True)
+    totals = report.model_dump(exclude={"problems"})
+    click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
+
+
+@click.command()
+@common
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+def export(file: Path | None) -> None:
+    """Export every insight as JSONL to FILE (default: stdout)."""
+    from mtl_mcp.memory.jsonl import dump_jsonl
+
+    lines = dump_jsonl(open_memory().export())
+    if file is None:
+        for line in lines:
+            click.echo(line)
+        return
+    with file.open("w", encoding="utf-8") as handle:
+        count = sum(handle.write(line + "\n") > 0 for line in lines)
+    click.echo(f"exported {count} insights to {file}", err=True)
+
+
+@click.command(name="list")
+@common
+@click.option("--query", help="Rank by similarity to this text.")
+@click.option("--domain")
+@click.option("--project", help="Only insights from this project id.")
+@click.option("--polarity", type=click.Choice(["success", "failure"]))
+@click.option("--category", type=click.Choice(CATEGORIES))
+@click.option(
+    "--sort",
+    type=click.Choice(["recent", "support", "helpful"]),
+    default="recent",
+    show_default=True,
+)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--retired", is_flag=True, help="Include retired insights.")
+@json_option
+def list_(as_json: bool, retired: bool, **filters: Any) -> None:
+    """List stored insights, newest first."""
+    items, total = open_memory().list(include_retired=retired, **filters)
+    if as_json:
+        echo_json(
+            {
+                "total": total,
+                "offset": filters["offset"],
+                "limit": filters["limit"],
+                "items": [i.model_dump(mode="json") for i in items],
+            }
+        )
+        return
+    for item in items:
+        flag = "" if item.status == "active" else f" ({item.status})"
+        click.echo(f"{item.id}  [{item.polarity}/{item.category}] {item.title}{flag}")
+    click.echo(f"{len(items)} of {total}", err=True)
+
+
+@click.command()
+@common
+@click.argument("insight_id")
+@json_option
+def show(insight_id: str, as_json: bool) -> None:
+    """Show one insight."""
+    insight = open_memory().get(insight_id)
+    if as_json:
+        echo_json(insight)
+    else:
+        click.echo(insight_markdown(insight))
+
+
+@click.command()
+@common
+@click.argument("insight_id")
+@click.option("--helpful/--harmful", required=True, help="Did it help or mislead?")
+@click.option("--note", help="Why, briefly.")
+@json_option
+def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> None:
+    """Rate a recalled insight; repeatedly harmful insights are retired."""
+    insight = open_memory().rate(insight_id, helpful, note)
+    if as_json:
+        echo_json(insight)
+    else:
+        click.echo(
+            f"{insight.id}: {insight.helpful} helpful / {insight.harmful} harmful, {insight.status}"
+        )
+
+
+@click.command()
+@common
+@click.argument("insight_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="Also erase its text from older versions, backups, logs and caches (for secrets).",
+)
+@json_option
+def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
+    """Delete one insight (--purge: leave no trace of it on disk)."""
+    from mtl_mcp.operations.purge import insight_to_purge, purge_insight
+
+    memory = open_memory()
+    target = insight_to_purge(memory, insight_id) if purge else memory.get(insight_id)
+    if not yes and sys.stdin.isatty():
+        click.confirm(f"Forget {target.id} '{target.title}'?", abort=True)
+    if purge:
+        from mtl_mcp.cli.safety import echo_purge
+
+        echo_purge(purge_insight(memory, target), as_json)
+        return
+    gone = memory.forget(insight_id)
+    if as_json:
+        echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
+    else:
+        click.echo(f"forgot {gone.id}: {gone.title}")
+
+
+@click.command()
+@common
+@click.option(
+    "--abstraction",
+    is_flag=True,
+    help="Also how abstract the memory is: Davies-Bouldin index, LISI, specificity.",
+)
+@json_option
+def stats(abstraction: bool, as_json: bool) -> None:
+    """Counts by domain, category, polarity and project."""
+    memory = open_memory()
+    numbers = memory.stats()
+    if abstraction:
+        from mtl_mcp.quality.abstraction import memory_abstraction
+
+        numbers["abstraction"] = memory_abstraction(memory).model_dump(mode="json")
+    if as_json:
+        echo_json(numbers)
+        return
+    click.echo(f"{numbers['total']} active insights ({numbers['retired']} retired)")
+    for key in ("by_category", "by_polarity", "by_domain", "by_project"):
+        counts = sorted(numbers[key].items(), key=lambda kv: -kv[1])
+        click.echo(f"{key.removeprefix('by_')}: " + ", ".join(f"{k} {v}" for k, v in counts))
+    click.echo(f"model: {numbers['embed_model']}  store: {numbers['store_uri']}")
+    if abstraction:
+        from mtl_mcp.cli.quality import echo_abstraction
+
+        echo_abstraction(numbers["abstraction"])
+
+
+@click.command()
+@common
+def seed() -> None:
+    """Add the starter pack of insights (again); existing ones are left as they are."""
+    results = open_memory().seed()
+    stored = sum(r.status == "stored" for r in results)
+    click.echo(f"{stored} starter insights added, {len(results) - stored} already present")
+
+
+@click.command()
+@common
+def reindex() -> None:
+    """Re-embed every insight with the configured embedding model."""
+    memory = open_memory()
+    with progress("re-embedding", None) as advance:
+        count = memory.reindex(advance)
+    click.echo(f"re-embedded {count} insights with {memory.embedder.name}")
+
+
+COMMANDS = [recall, add, import_, export, list_, show, rate, forget, stats, seed, reindex]

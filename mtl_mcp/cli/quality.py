@@ -1,0 +1,188 @@
+"""CLI commands about retrieval quality: eval (the harness) and map (a picture of the memory).
+
+Registered on the main group by `mtl_mcp.cli`; errors are translated by its group.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from mtl_mcp.cli.app import common, echo_json, json_option, open_memory, settings
+from mtl_mcp.index.methods import DEFAULT_METHOD, METHODS
+
+if TYPE_CHECKING:
+    from mtl_mcp.quality.evaluation import EvalResult
+
+FIGURES = ("precision_at_k", "hit_at_k", "mrr", "recall_at_10", "ndcg_at_10")
+
+
+def _header(k: int) -> str:
+    return f"{'P@' + str(k):>7} {'hit@' + str(k):>7} {'MRR':>7} {'R@10':>7} {'nDCG@10':>8}"
+
+
+def _row(values: Any) -> str:
+    return " ".join(
+        f"{getattr(values, name):{8 if name == 'ndcg_at_10' else 7}.3f}" for name in FIGURES
+    )
+
+
+def _echo_results(results: list[EvalResult], per_domain: bool) -> None:
+    first = results[0]
+    protocol = "leave-one-domain-out" if first.leave_domain_out else "all domains"
+    click.echo(
+        f"{first.queries} queries ({first.split} split, query = {first.query_field}, "
+        f"{protocol}, k={first.k}); pool: {first.pool.stored} stored, "
+        f"{first.pool.merged} merged, {first.pool.rejected} rejected"
+    )
+    width = max(len("method"), *(len(r.method) for r in results))
+    click.echo(f"{'method':<{width}} {_header(first.k)}")
+    for result in results:
+        click.echo(f"{result.method:<{width}} {_row(result)}")
+    if per_domain:
+        for result in results:
+            click.echo(f"\nper domain, {result.method}:")
+            width = max(len("domain"), *(len(d) for d in result.per_domain))
+            click.echo(f"{'domain':<{width}} {'n':>3} {_header(first.k)}")
+            for domain, figures in result.per_domain.items():
+                click.echo(f"{domain:<{width}} {figures.queries:>3} {_row(figures)}")
+    if first.skipped:
+        click.echo(f"skipped (nothing relevant outside their domain): {first.skipped}", err=True)
+
+
+def echo_abstraction(report: dict[str, Any]) -> None:
+    """The `stats --abstraction` section, for people."""
+    if report.get("note"):
+        click.echo(f"abstraction: {report['note']}")
+        return
+    click.echo(
+        f"abstraction over {report['insights']} insights in {report['domains']} domains "
+        f"({report['unlabelled']} without a domain left out):"
+    )
+    click.echo(
+        f"  Davies-Bouldin index {report['davies_bouldin']:.2f} (standard index: lower = "
+        "domains more separable; paper: trajectories 6.50, insights 2.33)"
+    )
+    click.echo(
+        f"  mean LISI {report['mean_lisi']:.2f} over {report['neighbours']} neighbours "
+        "(higher = more mixed; paper: 1.70 / 4.47)"
+    )
+    click.echo(f"  mean specificity {report['mean_specificity']:.2f} (0 = mixed, 1 = own domain)")
+    if report["most_specific"]:
+        click.echo("  most domain-specific (candidates to rewrite more abstractly):")
+        for item in report["most_specific"]:
+            click.echo(
+                f"    {item['specificity']:.2f} {item['id']} [{item['domain']}] {item['title']}"
+            )
+
+
+@click.command(name="eval")
+@common
+@click.option(
+    "--pool",
+    "pool_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Pool JSONL (default: the evaluation set shipped with mtl-mcp).",
+)
+@click.option(
+    "--queries",
+    "queries_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Queries JSONL (default: the shipped set).",
+)
+@click.option("-k", default=3, show_default=True, type=click.IntRange(1, 20), help="Cut-off.")
+@click.option(
+    "--query-field",
+    type=click.Choice(["plan", "task"]),
+    default="plan",
+    show_default=True,
+    help="Which text of a query to recall with.",
+)
+@click.option(
+    "--no-leave-domain-out",
+    is_flag=True,
+    help="Keep the query's own domain in the pool (measures lookup, not transfer).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["dev", "test", "all"]),
+    default="all",
+    show_default=True,
+    help="Which queries to score.",
+)
+@click.option(
+    "--method",
+    "methods",
+    multiple=True,
+    type=click.Choice(list(METHODS)),
+    help=f"Recall method (repeatable; default {DEFAULT_METHOD}).",
+)
+@click.option("--compare", is_flag=True, help="Every method side by side.")
+@click.option("--per-domain", is_flag=True, help="Also a table per domain.")
+@json_option
+def eval_(
+    pool_path: Path | None,
+    queries_path: Path | None,
+    k: int,
+    query_field: Any,
+    no_leave_domain_out: bool,
+    split: Any,
+    methods: tuple[str, ...],
+    compare: bool,
+    per_domain: bool,
+    as_json: bool,
+) -> None:
+    """Measure recall quality on an evaluation set, in a throwaway store.
+
+    Never touches your data. Reports precision@k, hit@k, MRR, recall@10 and nDCG@10.
+    """
+    from mtl_mcp.quality.evaluation import evaluate, shipped_set
+
+    default_pool, default_queries = shipped_set()
+    chosen = list(METHODS) if compare else list(methods or [DEFAULT_METHOD])
+    click.echo(f"evaluating {', '.join(chosen)}...", err=True)
+    results = evaluate(
+        pool_path or default_pool,
+        queries_path or default_queries,
+        methods=chosen,
+        k=k,
+        query_field=query_field,
+        leave_domain_out=not no_leave_domain_out,
+        split=split,
+        embed_model=settings().embed_model,
+    )
+    if as_json:
+        if len(results) == 1:
+            echo_json(results[0].model_dump(mode="json", exclude_none=True))
+        else:
+            echo_json({r.method: r.model_dump(mode="json", exclude_none=True) for r in results})
+        return
+    _echo_results(results, per_domain or len(results) == 1)
+
+
+@click.command(name="map")
+@common
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="FILE.html (self-contained) or FILE.png (needs `pip install 'mtl-mcp[map]'`).",
+)
+@click.option(
+    "--color-by",
+    type=click.Choice(["domain", "category"]),
+    default="domain",
+    show_default=True,
+)
+def map_(out: Path, color_by: Any) -> None:
+    """Draw the memory in 2-D (PCA of the embeddings); hover a dot to read the insight."""
+    from mtl_mcp.quality.memory_map import map_points, write_map
+
+    points = map_points(open_memory())
+    write_map(points, out, color_by)
+    click.echo(f"wrote a map of {len(points)} insights to {out}", err=True)
+
+
+COMMANDS = [eval_, map_]

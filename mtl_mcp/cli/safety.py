@@ -1,0 +1,144 @@
+"""CLI commands that protect the data: backup, restore, purge.
+
+Registered on the main group by `mtl_mcp.cli`; errors are translated by its group.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from mtl_mcp.cli.app import common, echo_json, json_option, open_memory
+from mtl_mcp.config import private_umask
+
+if TYPE_CHECKING:  # the purge machinery imports pyarrow: not for `--help` or the hooks
+    from mtl_mcp.operations.purge import PurgeReport
+
+
+def echo_purge(report: PurgeReport, as_json: bool) -> None:
+    """Print what a purge did; a trace left on disk is an error (exit 1)."""
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(f"purged {len(report.ids)} insights")
+        for insight, title in zip(report.ids, report.titles, strict=True):
+            click.echo(f"  {insight}: {title}")
+        click.echo(
+            f"rewrote the table and removed {report.versions_removed} older versions; "
+            f"backup without them: {report.backup or 'none (empty store)'}"
+        )
+        if report.scrubbed_backups:
+            click.echo(f"rewrote {len(report.scrubbed_backups)} older backups without them")
+        for path in report.scrubbed_files:
+            click.echo(f"scrubbed {path}")
+    if report.traces:
+        raise click.ClickException(
+            "the text is still in: " + ", ".join(report.traces) + ". A damaged store or a "
+            "config file is never rewritten: delete or edit these files yourself"
+        )
+    if not as_json:
+        click.echo("no trace of the text is left in the data directory", err=True)
+
+
+@click.command()
+@common
+@click.option("--pattern", required=True, help="A regular expression (Python syntax).")
+@click.option("-i", "--ignore-case", is_flag=True, help="Match regardless of case.")
+@click.option("--dry-run", is_flag=True, help="List the insights that match; change nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed off a terminal).")
+@json_option
+def purge(pattern: str, ignore_case: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Delete every insight whose text matches --pattern, and every trace of it on disk.
+
+    Also rewrites older table versions, backups, logs, the spool and the context cache, so a
+    leaked secret is really gone. Stop busy servers first: a recall running at that moment
+    may fail once.
+    """
+    from mtl_mcp.operations.purge import compile_pattern, matching, purge_pattern
+
+    regex = compile_pattern(pattern, ignore_case)
+    memory = open_memory()
+    found = matching(memory, regex)
+    if dry_run:
+        if as_json:
+            echo_json([{"id": i.id, "title": i.title} for i in found])
+        else:
+            for insight in found:
+                click.echo(f"{insight.id}  {insight.title}")
+            click.echo(f"{len(found)} insights match; nothing was changed", err=True)
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("purge deletes for good: pass --yes when not at a terminal")
+        click.confirm(
+            f"Purge {len(found)} matching insights and every trace of the pattern?", abort=True
+        )
+    echo_purge(purge_pattern(memory, regex), as_json)
+
+
+@click.command()
+@common
+@click.option("--list", "list_only", is_flag=True, help="List the backups instead, newest first.")
+@json_option
+def backup(list_only: bool, as_json: bool) -> None:
+    """Back up the store now (one is also taken before migrations, purges and restores)."""
+    private_umask()
+    memory = open_memory()
+    if list_only:
+        backups = memory.backups()
+        if as_json:
+            echo_json([b.model_dump(mode="json") for b in backups])
+            return
+        for info in backups:
+            click.echo(
+                f"{info.name}  {info.insights} insights  {info.reason}  "
+                f"{info.created_at:%Y-%m-%d %H:%M} UTC"
+            )
+        click.echo(f"{len(backups)} backups in {memory.settings.home / 'backups'}", err=True)
+        return
+    made = memory.backup("manual")
+    if made is None:
+        raise click.ClickException(
+            f"there is no store at {memory.settings.store_uri} yet: nothing to back up"
+        )
+    if as_json:
+        echo_json(made)
+    else:
+        click.echo(f"backed up {made.insights} insights to {made.path}")
+
+
+@click.command()
+@common
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def restore(name: str, yes: bool, as_json: bool) -> None:
+    """Replace the store with backup NAME (a name from `backup --list`, or a path).
+
+    The replaced store is backed up first if it can still be read, else moved to
+    <home>/damaged/. Stop running servers first.
+    """
+    private_umask()
+    memory = open_memory()
+    chosen = memory.find_backup(name)
+    if not yes and sys.stdin.isatty():
+        click.confirm(
+            f"Replace the store with {chosen.name} ({chosen.insights} insights)?", abort=True
+        )
+    result = memory.restore(chosen)
+    if as_json:
+        echo_json(result)
+        return
+    click.echo(f"restored {result.insights} insights from {chosen.name}")
+    if result.saved_as:
+        click.echo(f"the replaced store was backed up as {result.saved_as.name}", err=True)
+    if result.moved_to:
+        click.echo(
+            f"the damaged store was moved to {result.moved_to}: delete it once you are done",
+            err=True,
+        )
+
+
+COMMANDS = [backup, restore, purge]

@@ -1,0 +1,13 @@
+"""The learning layer: from session transcripts to stored insights.
+
+transcripts  defensive, bounded readers and the digest sent to a model
+discovery    the sessions a backfill finds on this machine
+proposals    what the model returns and how it becomes lint-clean drafts
+prompts      the judge, distill and repair prompts
+backends     where the model calls go (the Anthropic API today)
+distill      judge -> distill -> lint -> repair, over any backend
+spend        token usage, prices and the daily budget
+pipeline     the one pipeline: digest -> distill -> store, for every caller
+spool        the job queue that loses nothing
+worker       the detached queue worker
+"""

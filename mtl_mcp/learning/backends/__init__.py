@@ -1,0 +1,43 @@
+"""Where distillation's model calls go: one `Backend` per way of reaching a model.
+
+A backend answers one structured-output request at a time: a system prompt, a user message
+and a pydantic model to fill. It adds the tokens it spent to `usage` (also when it fails)
+and raises only `DistillError`s: `DistillUnavailable` when trying again later may help.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from mtl_mcp.learning.spend import Usage
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+class Backend(Protocol):
+    """A way to ask a model for structured output."""
+
+    @property
+    def name(self) -> str:
+        """What `mtl-mcp queue` and the provenance call it, e.g. 'anthropic'."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model that answers (for provenance and the price estimate)."""
+        ...
+
+    def ask(
+        self,
+        *,
+        step: str,
+        system: str,
+        user: str,
+        answer: type[Answer],
+        max_tokens: int,
+        usage: Usage,
+    ) -> Answer:
+        """One request; `step` names it in errors (judge, distill, repair)."""
+        ...

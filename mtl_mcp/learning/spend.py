@@ -1,0 +1,183 @@
+"""What distillation spends: tokens per run, their price, and a daily budget per machine.
+
+Spend is kept as append-only JSON lines, one file per UTC day (`<directory>/YYYY-MM-DD.jsonl`).
+Each record is one small `write()` on a file opened with O_APPEND, so concurrent writers
+(hooks, queue workers, the CLI) never interleave or overwrite each other's lines; a line that
+is malformed (or half-written by a crashed process) is ignored when summing.
+
+`check()` then `record()` is not a reservation: processes that check at the same moment may
+together overshoot the budget by at most one run each, which is the price of needing no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from mtl_mcp.errors import BudgetExceeded, BudgetTooSmall, ConfigError
+from mtl_mcp.files import append_private
+
+_RAISE_IT = "raise it with MTL_MCP_DAILY_TOKENS or daily_token_budget in config.toml"
+KEEP_DAYS = 31
+
+# USD per million tokens (input, output), matched by model-name prefix, most specific first.
+_PRICES: tuple[tuple[str, float, float], ...] = (
+    ("claude-haiku-5-5", 0.10, 0.50),
+    ("claude-haiku-4-5", 1.00, 5.00),
+    ("claude-sonnet-", 3.00, 15.00),
+)
+# Unknown models are priced high on purpose: an estimate may overstate spend, never hide it.
+_FALLBACK_PRICE = (15.00, 75.00)
+
+
+def estimate_cost(input_tokens: int, output_tokens: int, model: str) -> float:
+    """USD for the given tokens on `model` (standard rates; unknown models priced high)."""
+    price_in, price_out = _FALLBACK_PRICE
+    for prefix, p_in, p_out in _PRICES:
+        if model.startswith(prefix):
+            price_in, price_out = p_in, p_out
+            break
+    return (input_tokens * price_in + output_tokens * price_out) / 1_000_000
+
+
+class Usage(BaseModel):
+    """Tokens spent, summed over every call of a run (failed calls included)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, input_tokens: int, output_tokens: int) -> None:
+        self.input_tokens += max(0, input_tokens)
+        self.output_tokens += max(0, output_tokens)
+
+    def cost_usd(self, model: str) -> float:
+        return estimate_cost(self.input_tokens, self.output_tokens, model)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SpendLedger:
+    """Tokens spent per UTC day, in `directory`; `daily_tokens` is the budget (0 = spend nothing).
+
+    `clock` returns the current time (timezone-aware; naive is taken as UTC). Tests inject it.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        daily_tokens: int,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        if daily_tokens < 0:
+            raise ConfigError(
+                f"daily_token_budget={daily_tokens} is negative: set MTL_MCP_DAILY_TOKENS or "
+                "daily_token_budget to 0 (no distillation) or a positive number of tokens"
+            )
+        self.directory = Path(directory)
+        self.daily_tokens = daily_tokens
+        self._clock = clock
+
+    # -- time ------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        now = self._clock()
+        return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+    def today(self) -> date:
+        return self.now().date()
+
+    def resets_at(self) -> datetime:
+        """The next UTC midnight, when today's spend stops counting."""
+        return datetime.combine(self.today() + timedelta(days=1), time(0), tzinfo=UTC)
+
+    def path_for(self, day: date) -> Path:
+        return self.directory / f"{day.isoformat()}.jsonl"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def used_on(self, day: date) -> int:
+        """Tokens recorded for `day` (UTC); malformed lines are skipped."""
+        try:
+            data = self.path_for(day).read_bytes()
+        except FileNotFoundError:
+            return 0
+        total = 0
+        for line in data.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            tokens = record.get("tokens") if isinstance(record, dict) else None
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+                total += tokens
+        return total
+
+    def used_today(self) -> int:
+        return self.used_on(self.today())
+
+    # -- the budget ------------------------------------------------------------------------
+
+    def check(self, estimated_tokens: int) -> None:
+        """Raise unless today's budget still covers `estimated_tokens`: BudgetExceeded (it
+        resets at midnight) or BudgetTooSmall (one run needs more than a whole day's)."""
+        used = self.used_today()
+        if used + max(0, estimated_tokens) <= self.daily_tokens:
+            return
+        budget = self.daily_tokens
+        if estimated_tokens > budget:
+            raise BudgetTooSmall(
+                f"one distillation run needs about {estimated_tokens:,} tokens, more than the "
+                f"whole daily budget of {budget:,}: {_RAISE_IT}, or lower MTL_MCP_DIGEST_TOKENS"
+            )
+        resets = self.resets_at()
+        hours, minutes = divmod(max(0, int((resets - self.now()).total_seconds())) // 60, 60)
+        raise BudgetExceeded(
+            f"daily token budget reached: {used:,} of {budget:,} tokens used today and this run "
+            f"needs about {estimated_tokens:,}; it resets at {resets:%Y-%m-%d %H:%M} UTC "
+            f"(in {hours}h{minutes:02d}m) and the job stays queued until then; {_RAISE_IT}",
+            retry_at=resets,
+        )
+
+    def record(self, usage_tokens: int, *, session: str | None) -> None:
+        """Append `usage_tokens` to today's file: one O_APPEND write, safe across processes."""
+        if usage_tokens < 0:
+            raise ValueError(f"usage_tokens must be >= 0, got {usage_tokens}")
+        now = self.now()
+        line = json.dumps(
+            {
+                "ts": now.isoformat(timespec="seconds"),
+                "tokens": usage_tokens,
+                "session": session,
+                "pid": os.getpid(),
+            },
+            separators=(",", ":"),
+        )
+        append_private(self.path_for(now.date()), line)
+
+    def prune(self, keep_days: int = KEEP_DAYS) -> int:
+        """Delete day files older than `keep_days`; returns how many were removed."""
+        cutoff = self.today() - timedelta(days=keep_days)
+        removed = 0
+        for path in self.directory.glob("*.jsonl"):
+            try:
+                day = date.fromisoformat(path.stem)
+            except ValueError:
+                continue
+            if day < cutoff:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed += 1
+        return removed

@@ -1,0 +1,25 @@
+"""Session transcripts: defensive, bounded readers and the digest sent for distillation.
+
+    read_transcript(path)   Claude Code JSONL, Codex rollout JSONL, agent trajectory JSON,
+                            or plain text/Markdown -> Transcript (a bounded list of Events)
+    build_digest(t)         Transcript -> Digest: a compact, redacted text for an LLM
+
+Modules: events (models and bounds), lines (bounded file access and format sniffing),
+content (message blocks and tool inputs as text), readers and trajectory (one reader per
+format), digest.
+"""
+
+from mtl_mcp.learning.transcripts.digest import Digest, build_digest
+from mtl_mcp.learning.transcripts.events import Event, Format, Transcript
+from mtl_mcp.learning.transcripts.lines import detect_format
+from mtl_mcp.learning.transcripts.readers import read_transcript
+
+__all__ = [
+    "Digest",
+    "Event",
+    "Format",
+    "Transcript",
+    "build_digest",
+    "detect_format",
+    "read_transcript",
+]

@@ -1,0 +1,158 @@
+"""Bounded, forgiving access to a transcript file: lines, JSON records, format sniffing.
+
+Files are read in binary, one line at a time with a byte cap, and decoded per line with
+errors="replace": a 100 MB line, a stray invalid byte or binary garbage costs a skipped
+line, never the whole file or the process's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from mtl_mcp.errors import TranscriptError
+from mtl_mcp.learning.transcripts.events import Collector, Format
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+_DISCARD_CHUNK = 1024 * 1024
+SNIFF_BYTES = 64 * 1024
+
+_PASS_A_FILE = (
+    "pass one transcript file: a Claude Code session (.jsonl under ~/.claude/projects/), "
+    "a Codex rollout (.jsonl under ~/.codex/sessions/), an agent trajectory (.json) "
+    "or a text/Markdown log"
+)
+
+
+def open_transcript(path: Path) -> IO[bytes]:
+    """Open `path` for binary reading, or say what to pass instead."""
+    if not path.exists():
+        raise TranscriptError(f"{path} does not exist: {_PASS_A_FILE}")
+    if path.is_dir():
+        raise TranscriptError(f"{path} is a directory: {_PASS_A_FILE} inside it")
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise TranscriptError(
+            f"cannot read {path} ({exc.strerror or exc}): {_PASS_A_FILE}"
+        ) from exc
+
+
+def _raw_lines(stream: IO[bytes]) -> Iterator[bytes | None]:
+    """Each line's bytes, or None for a line longer than MAX_LINE_BYTES (then discarded)."""
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            # Drain the rest of the oversized line a chunk at a time; never hold it whole.
+            while (rest := stream.readline(_DISCARD_CHUNK)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
+
+
+def text_lines(path: Path, sink: Collector, *, keep_blank: bool = False) -> Iterator[str]:
+    """Each non-blank line, decoded (blank ones too, as "", if `keep_blank`).
+
+    Oversized lines are counted as skipped and not yielded.
+    """
+    with open_transcript(path) as stream:
+        try:
+            for raw in _raw_lines(stream):
+                if raw is None:
+                    sink.total_lines += 1
+                    sink.skipped += 1
+                    sink.note(f"lines over {MAX_LINE_BYTES // (1024 * 1024)} MB were skipped")
+                    continue
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if line.strip():
+                    sink.total_lines += 1
+                    yield line
+                elif keep_blank:
+                    yield ""
+        except OSError as exc:
+            raise TranscriptError(
+                f"reading {path} failed part way ({exc}): {_PASS_A_FILE}"
+            ) from exc
+
+
+def json_records(path: Path, sink: Collector) -> Iterator[dict[str, Any]]:
+    """Each line that is a JSON object; anything else is counted as skipped."""
+    for line in text_lines(path, sink):
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # not JSON, garbage, truncated, hostile nesting
+            sink.skipped += 1
+            continue
+        if isinstance(record, dict):
+            yield record
+        else:
+            sink.skipped += 1
+
+
+CLAUDE_TYPES = frozenset({"user", "assistant", "summary", "file-history-snapshot", "progress"})
+CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+_CLAUDE_KEYS = ("sessionId", "parentUuid", "isSidechain", "leafUuid")
+_TRAJECTORY_KEYS = ("messages", "trajectory", "history", "steps", "trajectory_format")
+_STEP_KEYS = ("role", "action", "observation")
+# For a first line too long to parse within the sniffed bytes.
+_CLAUDE_HINT = re.compile(
+    r'"(?:parentUuid|sessionId|isSidechain)"\s*:'
+    r'|^\{\s*"type"\s*:\s*"(?:user|assistant|summary|file-history-snapshot|progress)"'
+)
+_CODEX_HINT = re.compile(
+    r'"type"\s*:\s*"(?:session_meta|response_item|event_msg|turn_context|compacted'
+    r"|message|function_call|function_call_output|reasoning)\""
+)
+_DOCUMENT_HINT = re.compile(r'"(?:messages|trajectory|history|steps)"\s*:\s*\[')
+_TRAJECTORY_HINT = re.compile(r'"(?:role|action|observation)"\s*:')
+
+
+def _sniff_record(record: dict[str, Any], single_line: bool) -> Format | None:
+    kind = record.get("type")
+    kind = kind if isinstance(kind, str) else None  # JSON can put a list here: unhashable
+    if kind in CODEX_TYPES or ("payload" in record and "timestamp" in record):
+        return "codex"
+    if kind in CLAUDE_TYPES or any(key in record for key in _CLAUDE_KEYS):
+        return "claude-code"
+    if single_line and any(key in record for key in _TRAJECTORY_KEYS):
+        return "trajectory"
+    if any(key in record for key in _STEP_KEYS):
+        return "trajectory"  # a JSONL of chat messages or agent steps
+    return None
+
+
+def detect_format(path: Path) -> Format:
+    """Guess a transcript's format from its first few KB (never "auto")."""
+    with open_transcript(path) as stream:
+        try:
+            head = stream.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise TranscriptError(f"cannot read {path} ({exc}): {_PASS_A_FILE}") from exc
+    head = head.lstrip("\ufeff \t\r\n")
+    if not head.startswith(("{", "[")):
+        return "text"
+    first_line, _, rest = head.partition("\n")
+    if head.startswith("[") or first_line.strip() == "{":
+        return "trajectory"  # a JSON array, or a pretty-printed document
+    try:
+        first: object = json.loads(first_line)
+    except (ValueError, RecursionError):
+        first = None
+    if isinstance(first, dict) and (found := _sniff_record(first, not rest.strip())):
+        return found
+    if _CLAUDE_HINT.search(head):
+        return "claude-code"
+    if _DOCUMENT_HINT.search(head):
+        return "trajectory"
+    if _CODEX_HINT.search(head):
+        return "codex"
+    if _TRAJECTORY_HINT.search(head):
+        return "trajectory"
+    logger.debug("%s looks like JSON of no known transcript shape; reading it as text", path)
+    return "text"

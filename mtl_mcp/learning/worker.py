@@ -1,0 +1,118 @@
+"""The queue worker: distils ready jobs one at a time, one worker per machine.
+
+A job file is deleted only once its insights are stored; any failure leaves it queued with
+backoff (or until the time a `Retryable` error names), and a job that keeps failing moves
+to `failed/` for `mtl-mcp queue` to show.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mtl_mcp.config import Settings
+from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
+from mtl_mcp.files import sha256_file
+from mtl_mcp.learning.backends.select import NO_BACKEND, choose_backend
+from mtl_mcp.learning.pipeline import digest_transcript, learn, ledger
+from mtl_mcp.learning.spool import Job, JobOutcome, Spool
+from mtl_mcp.memory import Memory
+from mtl_mcp.project import resolve_project
+from mtl_mcp.schemas import Provenance
+
+logger = logging.getLogger(__name__)
+
+
+def process_job(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcome:
+    """Distil one job and store its insights; the job file goes only once they are stored."""
+    settings = spool.settings
+    transcript = Path(job.transcript_path)
+
+    def postpone(error: str, exc: MtlError | None = None) -> JobOutcome:
+        until = exc.retry_at if isinstance(exc, Retryable) else None
+        status = spool.postpone(path, job, error, until=until)
+        return JobOutcome(session_id=job.session_id, status=status, detail=error)
+
+    try:
+        content_hash = sha256_file(transcript)
+    except OSError as exc:
+        return postpone(f"transcript unreadable: {exc}")
+    if spool.already_done(job.session_id, content_hash):
+        spool.finish(path, job)
+        return JobOutcome(
+            session_id=job.session_id,
+            status="skipped",
+            detail="this transcript was already distilled",
+        )
+    try:
+        parsed, digest = digest_transcript(transcript, settings, job.format)
+    except TranscriptError as exc:
+        return postpone(str(exc), exc)
+    if digest.trivial:
+        spool.mark_done(job.session_id, content_hash, 0)
+        spool.finish(path, job)
+        return JobOutcome(
+            session_id=job.session_id,
+            status="skipped",
+            detail="trivial session (a few turns, no tool use)",
+        )
+    backend = choose_backend(settings)
+    if backend is None:
+        return postpone(NO_BACKEND)
+    project = resolve_project(job.cwd or parsed.cwd or transcript.parent)
+    provenance = Provenance(project=project.id, session_id=job.session_id, client=job.client)
+    try:
+        learned = learn(
+            memory,
+            digest.text,
+            backend=backend,
+            outcome_hint=job.outcome_hint,
+            project=project,
+            provenance=provenance,
+        )
+    except DistillError as exc:
+        # A spent budget waits for the next day; anything else backs off and, if it keeps
+        # failing (a bad key, unusable output), ends in failed/ for `mtl-mcp queue` to show.
+        return postpone(str(exc), exc)
+    except MtlError as exc:
+        return postpone(f"could not store insights: {exc}", exc)
+    spool.mark_done(job.session_id, content_hash, learned.stored)
+    spool.finish(path, job)
+    return JobOutcome(
+        session_id=job.session_id,
+        status="stored",
+        detail=f"{learned.distilled.outcome}: {learned.distilled.reason}",
+        results=learned.results,
+    )
+
+
+def run_worker(settings: Settings, *, ignore_backoff: bool = False) -> list[JobOutcome] | None:
+    """Process every ready job; None if another worker already holds the lock."""
+    spool = Spool(settings)
+    outcomes: list[JobOutcome] = []
+    with spool.worker_lock() as mine:
+        if not mine:
+            return None
+        ledger(settings).prune()
+        memory = Memory(settings)
+        seen: set[str] = set()
+        try:
+            while batch := [
+                (p, j) for p, j in spool.ready(ignore_backoff=ignore_backoff) if p.name not in seen
+            ]:
+                for path, job in batch:
+                    seen.add(path.name)  # a job retried later in this run would spin
+                    outcomes.append(_guarded(spool, path, job, memory))
+        finally:
+            memory.close()
+    return outcomes
+
+
+def _guarded(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcome:
+    """One job; a bug in it must not strand the rest of the queue."""
+    try:
+        return process_job(spool, path, job, memory)
+    except Exception as exc:  # the worker is a front door of its own: it runs detached
+        logger.exception("job %s failed unexpectedly", job.session_id)
+        status = spool.postpone(path, job, f"unexpected error: {exc!r}")
+        return JobOutcome(session_id=job.session_id, status=status, detail=repr(exc))

@@ -1,0 +1,12 @@
+"""The memory layer: `Memory`, the one object the layers above use to reach the store.
+
+facade   Memory: record, import, recall, list, get, stats, rate, forget, purge,
+         reindex, backups, vectors for the quality tools
+ingest   validating, linting and deduplicating drafts into rows and merges
+queries  recall, pages and counts over an in-memory snapshot
+jsonl    the JSONL exchange format of `import` and `export`
+"""
+
+from mtl_mcp.memory.facade import ImportReport, LabelledVectors, Memory
+
+__all__ = ["ImportReport", "LabelledVectors", "Memory"]

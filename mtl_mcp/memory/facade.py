@@ -1,0 +1,468 @@
+"""`Memory`: the one object every front door uses to record, recall and manage insights.
+
+It composes the layers below: the insight table and its snapshot (`mtl_mcp.storage`), the
+embedding model and the rankings (`mtl_mcp.index`), the lint (`mtl_mcp.text`). Each method
+validates its arguments, does one thing, and raises only errors from `mtl_mcp.errors`.
+Every method is safe to call from several threads; the table opens and the model loads on
+first use.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import threading
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, Field
+
+from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
+from mtl_mcp.index.bm25 import Bm25Index
+from mtl_mcp.index.categories import fill_labels
+from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
+from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
+from mtl_mcp.memory import ingest, queries
+from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.schemas import (
+    CATEGORIES,
+    Insight,
+    InsightDraft,
+    ListSort,
+    Provenance,
+    RecallHit,
+    RecordResult,
+    Scope,
+)
+from mtl_mcp.storage import backup
+from mtl_mcp.storage.locks import store_lock
+from mtl_mcp.storage.schema import SCHEMA_VERSION, ids_predicate, sql_string
+from mtl_mcp.storage.snapshot import Snapshot
+from mtl_mcp.storage.table import InsightTable
+from mtl_mcp.text.lint import lint
+from mtl_mcp.text.redact import redact
+from mtl_mcp.text.starter import starter_drafts
+
+if TYPE_CHECKING:
+    from mtl_mcp.storage.backup import BackupInfo, RestoreResult
+
+NOTES_KEPT = 10
+IMPORT_BATCH = 256
+
+
+@dataclass(frozen=True)
+class LabelledVectors:
+    """The active insights (as stored rows, without vectors) and their embeddings, aligned:
+    what the quality tools measure and draw."""
+
+    records: list[dict[str, Any]]
+    vectors: npt.NDArray[np.float32]
+
+    def column(self, name: str) -> list[Any]:
+        return [record[name] for record in self.records]
+
+
+class ImportProblem(BaseModel):
+    line: int
+    problem: str
+
+
+class ImportReport(BaseModel):
+    """What importing a JSONL file did: counts by status and the lines it could not use."""
+
+    stored: int = 0
+    merged: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    problems: list[ImportProblem] = Field(default_factory=list)
+
+
+class Memory:
+    """A store of abstract insights: record, recall, browse, rate, forget, back up."""
+
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+        self.settings = settings or load_settings()
+        self._embedder = embedder
+        self.table = InsightTable(self.settings, self._model_info)
+        self._lock = threading.RLock()  # one record at a time: exact dedup within a process
+        self._seeded = False
+        self._keywords: tuple[Snapshot, Bm25Index] | None = None
+        self._pending_recalls: Counter[str] = Counter()
+
+    # -- parts ----------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model (loaded on first use)."""
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings)
+        return self._embedder
+
+    def _model_info(self) -> tuple[str, int]:
+        return self.embedder.name, self.embedder.dim
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """The store's meta table: schema version, embedding model, vector dimension."""
+        self._open()
+        return self.table.meta
+
+    def _open(self) -> None:
+        """Open the table; a store this call created gets the starter pack."""
+        self.table.open()
+        with self._lock:
+            if self.table.created and not self._seeded:
+                self._seeded = True
+                if self.settings.starter:
+                    self.seed()
+
+    def _snapshot(self) -> Snapshot:
+        self._open()
+        return self.table.snapshot()
+
+    def _check_model(self) -> None:
+        self._snapshot()  # a reindex by another process changes the model: see it first
+        stored = self.table.meta.get("embed_model")
+        if stored and stored != self.embedder.name:
+            raise EmbeddingError(
+                f"this store was built with embedding model {stored!r} but {self.embedder.name!r} "
+                "is configured: run `mtl-mcp reindex` to re-embed everything with the new model, "
+                f"or set MTL_MCP_EMBED_MODEL={stored}"
+            )
+
+    def _keyword_index(self, snapshot: Snapshot) -> Bm25Index:
+        """BM25 over the snapshot's texts, built once per snapshot (patches keep texts)."""
+        with self._lock:
+            if self._keywords is None or self._keywords[0] is not snapshot:
+                self._keywords = (snapshot, Bm25Index(snapshot.texts()))
+            return self._keywords[1]
+
+    def warm(self) -> None:
+        """Open the table, load the model and build the keyword index now, not on first use."""
+        self._open()
+        self.embedder.embed_query("warm up")
+        self._keyword_index(self._snapshot()).scores("warm up")
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def record(
+        self,
+        drafts: Sequence[InsightDraft | dict[str, Any]],
+        provenance: Provenance | None = None,
+        project_name: str | None = None,
+    ) -> list[RecordResult]:
+        """Lint, deduplicate and store drafts; one result per draft, in order.
+
+        A draft is `stored`, `merged` into a near-identical insight (support + 1), or
+        `rejected` with the reasons. `project_name` lets the lint flag the project's own name.
+        """
+        provenance = provenance or Provenance()
+        results, accepted = ingest.screen(drafts, project_name)
+        if not accepted:
+            return results
+        self._check_model()
+        texts = [item.draft.embedding_text() for item in accepted]
+        vectors = self.embedder.embed_documents(texts)
+        labelled = fill_labels(
+            [item.draft for item in accepted], vectors, self.embedder, self.settings.models_dir
+        )
+        for item, draft in zip(accepted, labelled, strict=True):
+            item.draft = draft
+        with self._lock:
+            plan = ingest.plan_writes(
+                accepted,
+                vectors,
+                self._snapshot(),
+                provenance,
+                self.settings.dedup_threshold,
+                results,
+            )
+            self.table.insert(plan.rows)
+            for target, draft in plan.merges:  # after the insert: the target may be a new row
+                sql = ingest.merge_sql(draft, provenance)
+                self.table.update(f"id = {sql_string(target)}", sql)
+        return results
+
+    def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
+        """One result per item, in order. Exported insights are stored as they were (same
+        ids, counters, provenance); drafts go through `record`. Rerunning changes nothing."""
+        results: dict[int, RecordResult] = {}
+        drafts = [n for n, item in enumerate(items) if not isinstance(item, Insight)]
+        if drafts:
+            results.update(zip(drafts, self.record([items[n] for n in drafts]), strict=True))
+        full = [(n, item) for n, item in enumerate(items) if isinstance(item, Insight)]
+        if full:
+            self._check_model()
+            present = set(self._snapshot().positions)
+            reports = {n: lint(item) for n, item in full}
+            keep = [(n, item) for n, item in full if reports[n].ok]
+            vectors = self.embedder.embed_documents([item.embedding_text() for _, item in keep])
+            self.table.insert(
+                [
+                    {
+                        **item.model_dump(),
+                        "abstraction_score": reports[n].score,
+                        "vector": vector.tolist(),
+                    }
+                    for (n, item), vector in zip(keep, vectors, strict=True)
+                ]
+            )
+            for n, item in full:
+                verdict = ingest.verdict(item.title, reports[n], item.id if reports[n].ok else None)
+                if verdict.status == "stored" and item.id in present:
+                    verdict.status = "merged"  # already there: merge_insert kept the stored row
+                results[n] = verdict
+        return [results[n] for n in range(len(items))]
+
+    def import_file(
+        self, path: Path, progress: Callable[[int], None] | None = None
+    ) -> ImportReport:
+        """Import a JSONL file in batches; bad lines are reported by number, good ones land.
+
+        `progress` is called with the number of lines handled after each batch.
+        """
+        tally: Counter[str] = Counter()
+        problems: list[ImportProblem] = []
+        batch: list[tuple[int, Insight | InsightDraft]] = []
+
+        def flush() -> None:
+            results = self.import_insights([item for _, item in batch])
+            for (number, _), result in zip(batch, results, strict=True):
+                tally[result.status] += 1
+                if result.reasons:
+                    problems.append(ImportProblem(line=number, problem="; ".join(result.reasons)))
+            if progress:
+                progress(len(batch))
+            batch.clear()
+
+        for number, item in read_import(path):
+            if isinstance(item, str):
+                tally["skipped"] += 1
+                problems.append(ImportProblem(line=number, problem=item))
+                if progress:
+                    progress(1)
+                continue
+            batch.append((number, item))
+            if len(batch) >= IMPORT_BATCH:
+                flush()
+        if batch:
+            flush()
+        return ImportReport(problems=problems, **tally)
+
+    def seed(self) -> list[RecordResult]:
+        """Add the starter pack (project 'starter'); already present ones are merged."""
+        return self.record(starter_drafts(), Provenance(project="starter", client="mtl-mcp"))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        plan: str,
+        k: int = 3,
+        scope: Scope = "all",
+        project: str | None = None,
+        domains: Sequence[str] | None = None,
+        min_score: float | None = None,
+        exclude_domains: Sequence[str] | None = None,
+        method: str | RecallMethod | None = None,
+    ) -> list[RecallHit]:
+        """The top-k active insights for a short plan, best first.
+
+        `exclude_domains` leaves those domains out (the evaluation's leave-one-domain-out);
+        `method` picks a ranking from `index.methods.METHODS` (default: the evaluated best).
+        """
+        ranking = get_method(method)
+        if not plan.strip():
+            raise InputError(
+                "plan is empty: pass the 3-4 sentence plan you intend to follow for the task"
+            )
+        if not 1 <= k <= 20:
+            raise InputError(f"k={k} is out of range: ask for 1 to 20 insights")
+        if scope == "this-project" and not project:
+            raise InputError(
+                "scope 'this-project' needs a project: pass project=<repo path or id>, "
+                "or use scope='all'"
+            )
+        self._check_model()
+        query = plan_vector(self.embedder, plan, split=ranking.split_plan)
+        snapshot = self._snapshot()
+        mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains)
+        keywords = self._keyword_index(snapshot) if ranking.keywords else None
+        hits = queries.recall_hits(snapshot, keywords, query, plan, mask, k, ranking, min_score)
+        with self._lock:
+            self._pending_recalls.update(h.id for h in hits)
+        return hits
+
+    def get(self, insight: str) -> Insight:
+        """One insight by id (retired ones too)."""
+        snapshot = self._snapshot()
+        position = snapshot.positions.get(insight)
+        if position is None:
+            raise NotFoundError(
+                f"no insight has id {redact(insight)!r}: list ids with `mtl-mcp list` or "
+                "list_memories"
+            )
+        return Insight.model_validate(snapshot.records([position])[0])
+
+    def list(
+        self,
+        query: str | None = None,
+        domain: str | None = None,
+        project: str | None = None,
+        polarity: str | None = None,
+        category: str | None = None,
+        sort: ListSort = "recent",
+        limit: int = 20,
+        offset: int = 0,
+        include_retired: bool = False,
+    ) -> tuple[list[Insight], int]:
+        """A page of insights matching the filters, and how many match in all."""
+        if category and category not in CATEGORIES:
+            raise InputError(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
+        snapshot = self._snapshot()
+        vector: Vector | None = None
+        if query and query.strip():
+            self._check_model()
+            vector = self.embedder.embed_query(query)
+        filters = {"domain": domain, "polarity": polarity, "category": category}
+        return queries.list_page(
+            snapshot, vector, filters, project, sort, limit, offset, include_retired
+        )
+
+    def export(self) -> Iterator[Insight]:
+        """Every insight, retired ones included, as stored."""
+        for row in self._snapshot().rows.to_pylist():
+            yield Insight.model_validate(row)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by domain, category, polarity and project, with the store's model and paths."""
+        numbers = queries.counts(self._snapshot())
+        meta = self.table.meta
+        return {
+            **numbers,
+            "embed_model": meta.get("embed_model"),
+            "schema_version": int(meta.get("schema_version", SCHEMA_VERSION)),
+            "data_dir": str(self.settings.home),
+            "store_uri": self.settings.store_uri,
+        }
+
+    def vectors(self) -> LabelledVectors:
+        """The active insights' embeddings and labels (the in-memory matrix, not a re-read)."""
+        snapshot = self._snapshot()
+        active = np.flatnonzero(snapshot.active)
+        return LabelledVectors(snapshot.records([int(n) for n in active]), snapshot.vectors[active])
+
+    # -- changing insights ----------------------------------------------------------------------
+
+    def rate(self, insight: str, helpful: bool, note: str | None = None) -> Insight:
+        """Count a helpful or harmful use; retire an insight that keeps misleading."""
+        current = self.get(insight)
+        column = "helpful" if helpful else "harmful"
+        values_sql = {column: f"{column} + 1"}
+        harmful = current.harmful + (0 if helpful else 1)
+        if harmful >= self.settings.retire_after_harmful and harmful > 2 * current.helpful:
+            values_sql["status"] = "'retired'"
+        if note and note.strip():
+            note_text = sql_string(redact(note.strip())[:500])
+            values_sql["notes"] = (
+                f"array_slice(array_append(coalesce(notes, make_array()), "
+                f"{note_text}), -{NOTES_KEPT}, -1)"
+            )
+        self.table.update(f"id = {sql_string(insight)}", values_sql)
+        return self.get(insight)
+
+    def forget(self, insight: str) -> Insight:
+        """Delete one insight. Older table versions keep its text until compaction prunes
+        them (an hour later at the earliest): `purge` removes it from disk at once."""
+        current = self.get(insight)
+        self.table.delete(f"id = {sql_string(insight)}")
+        return current
+
+    def purge(self, ids: Collection[str]) -> tuple[int, int]:
+        """Delete insights and every copy of them in the table's files, older versions
+        included. Waits for other processes' writes; readers of older versions fail once
+        and reload. Returns (insights deleted, versions removed)."""
+        self._open()
+        return self.table.purge(ids)
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Re-embed every insight with the configured model and record it as the store's."""
+        self._open()
+        with store_lock(self.settings, exclusive=True):  # writes meanwhile would be overwritten
+            backup.make_backup(self.settings, "reindex")  # the overwrite replaces every vector
+            rows = self.table.rows_without_vectors()
+            vectors: list[Vector] = []
+            for start in range(0, len(rows), IMPORT_BATCH):
+                batch = rows[start : start + IMPORT_BATCH]
+                texts = [Insight.model_validate(r).embedding_text() for r in batch]
+                vectors.extend(self.embedder.embed_documents(texts))
+                if progress:
+                    progress(len(batch))
+            self.table.replace(
+                [{**r, "vector": v.tolist()} for r, v in zip(rows, vectors, strict=True)],
+                self.embedder.name,
+                self.embedder.dim,
+            )
+        return len(rows)
+
+    def flush(self) -> None:
+        """Write accumulated recall counts (recall stays a pure read on its hot path)."""
+        with self._lock:
+            pending, self._pending_recalls = self._pending_recalls, Counter()
+        by_count: dict[int, list[str]] = {}
+        for insight, count in pending.items():
+            by_count.setdefault(count, []).append(insight)
+        for count, ids in list(by_count.items()):
+            counts = dict.fromkeys(ids, count)
+            try:
+                self.table.update(
+                    ids_predicate(ids),
+                    {"recall_count": f"recall_count + {count}"},
+                    patch=functools.partial(Snapshot.add_recall_counts, counts=counts),
+                )
+            except StoreError:  # keep the unwritten counts for the next flush
+                with self._lock:
+                    for times, group in by_count.items():
+                        self._pending_recalls.update(dict.fromkeys(group, times))
+                raise
+            del by_count[count]
+
+    # -- backups ---------------------------------------------------------------------------------
+
+    def backup(self, reason: str = "manual") -> BackupInfo | None:
+        """Back up the current rows now; None if there is no store yet."""
+        return backup.make_backup(self.settings, reason)
+
+    def backups(self) -> builtins.list[BackupInfo]:
+        """The complete backups, newest first."""
+        return backup.list_backups(self.settings)
+
+    def find_backup(self, name: str) -> BackupInfo:
+        """A backup by the name `backups()` shows, or by its path."""
+        return backup.find_backup(self.settings, name)
+
+    def restore(self, chosen: BackupInfo) -> RestoreResult:
+        """Replace the store with a backup; the replaced store is backed up (or set aside)."""
+        self.close()
+        result = backup.restore_backup(self.settings, chosen)
+        self._seeded = True  # a restored store is never seeded
+        return result
+
+    def inspect(self) -> str | None:
+        """What is wrong with the store's files, or None when every one of them reads."""
+        return backup.inspect_store(self.settings)
+
+    def close(self) -> None:
+        """Flush pending counters; the memory can be used again afterwards (it reopens)."""
+        try:
+            self.flush()
+        finally:
+            self.table.close()
+            with self._lock:
+                self._keywords = None

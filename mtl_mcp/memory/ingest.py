@@ -1,0 +1,187 @@
+"""What recording does to drafts before the table sees them: validate, lint, deduplicate.
+
+Pure functions over a snapshot and the drafts' vectors; `Memory.record` runs them under its
+write lock and sends the resulting rows and merges to the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from mtl_mcp.index.embedder import Vector
+from mtl_mcp.schemas import Insight, InsightDraft, Provenance, RecordResult, validation_problems
+from mtl_mcp.storage.schema import sql_string
+from mtl_mcp.storage.snapshot import Snapshot
+from mtl_mcp.text.lint import LintReport, lint
+
+
+def insight_id(draft: InsightDraft) -> str:
+    """A stable id from the lesson's text, so the same lesson written twice is one row."""
+    text = " ".join(f"{draft.title}\n{draft.description}\n{draft.content}".lower().split())
+    return "ins_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def verdict(title: str, report: LintReport, insight: str | None = None) -> RecordResult:
+    """The result for a linted draft: rejected with the lint's errors, else stored."""
+    return RecordResult(
+        status="rejected" if report.errors else "stored",
+        id=insight,
+        title=title,
+        reasons=report.errors,
+        warnings=report.warnings,
+        abstraction_score=report.score,
+    )
+
+
+@dataclass
+class Accepted:
+    """A draft that passed validation and the lint, at its position in the request."""
+
+    position: int
+    draft: InsightDraft
+    score: float  # the lint's abstraction score
+
+
+def screen(
+    drafts: Sequence[InsightDraft | dict[str, Any]], project_name: str | None
+) -> tuple[list[RecordResult], list[Accepted]]:
+    """Validate and lint each draft: one result per draft, and the ones worth embedding."""
+    results: list[RecordResult] = []
+    accepted: list[Accepted] = []
+    for position, raw in enumerate(drafts):
+        try:
+            draft = raw if isinstance(raw, InsightDraft) else InsightDraft.model_validate(raw)
+        except ValidationError as exc:
+            results.append(RecordResult(status="rejected", reasons=validation_problems(exc)))
+            continue
+        report = lint(draft, project_name)
+        results.append(verdict(draft.title, report))
+        if report.ok:
+            accepted.append(Accepted(position, draft, report.score))
+    return results, accepted
+
+
+@dataclass
+class WritePlan:
+    """New rows to insert, and existing insights a draft merges into."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    merges: list[tuple[str, InsightDraft]] = field(default_factory=list)
+
+
+def plan_writes(
+    accepted: list[Accepted],
+    vectors: Vector,
+    snapshot: Snapshot,
+    provenance: Provenance,
+    threshold: float,
+    results: list[RecordResult],
+) -> WritePlan:
+    """Decide, per accepted draft, a new row or a merge; fill in `results` accordingly.
+
+    A draft merges into an active insight (or an earlier draft of the same batch) whose
+    cosine similarity is at least `threshold`, or whose id it shares.
+    """
+    plan = WritePlan()
+    pending_vectors: list[Vector] = []
+    # One matrix product for the batch; retired rows can never be merge targets.
+    similar = snapshot.vectors @ vectors.T
+    similar[~snapshot.active] = -np.inf
+    known = snapshot.positions
+    for column, item in enumerate(accepted):
+        vector = vectors[column]
+        own = insight_id(item.draft)
+        target = _duplicate_of(
+            own, vector, similar[:, column], snapshot, plan, pending_vectors, threshold
+        )
+        result = results[item.position]
+        if target is None:
+            plan.rows.append(new_row(item.draft, provenance, item.score, vector))
+            pending_vectors.append(vector)
+            result.id = own
+            continue
+        result.status, result.id = "merged", target
+        # The same text again changes nothing, unless another project wrote it.
+        if target != own or _new_project_for(snapshot, known.get(target), provenance):
+            plan.merges.append((target, item.draft))
+    return plan
+
+
+def _duplicate_of(
+    own: str,
+    vector: Vector,
+    similar: Vector,
+    snapshot: Snapshot,
+    plan: WritePlan,
+    pending_vectors: list[Vector],
+    threshold: float,
+) -> str | None:
+    """The id of an existing (or earlier in this batch) near-identical insight, if any.
+
+    `similar` holds the draft's cosine similarity to every snapshot row (-inf if retired).
+    """
+    if own in snapshot.positions or any(row["id"] == own for row in plan.rows):
+        return own
+    if pending_vectors:
+        sims = np.asarray(pending_vectors) @ vector
+        if sims.max() >= threshold:
+            return str(plan.rows[int(sims.argmax())]["id"])
+    if len(similar) and similar.max() >= threshold:
+        return str(snapshot.rows.column("id")[int(similar.argmax())].as_py())
+    return None
+
+
+def _new_project_for(snapshot: Snapshot, position: int | None, provenance: Provenance) -> bool:
+    """Whether `provenance` names a project the stored insight at `position` lacks."""
+    if not provenance.project or position is None:
+        return False
+    projects = snapshot.rows.column("projects")[position].as_py() or []
+    return provenance.project not in projects
+
+
+def new_row(
+    draft: InsightDraft, provenance: Provenance, score: float, vector: Vector
+) -> dict[str, Any]:
+    """The table row for a new insight."""
+    now = datetime.now(UTC)
+    insight = Insight(
+        **draft.model_dump(),
+        id=insight_id(draft),
+        project=provenance.project,
+        projects=[provenance.project] if provenance.project else [],
+        session_id=provenance.session_id,
+        client=provenance.client,
+        distilled_by=provenance.distilled_by,
+        created_at=now,
+        updated_at=now,
+        abstraction_score=score,
+    )
+    return {**insight.model_dump(), "vector": vector.tolist()}
+
+
+def merge_sql(draft: InsightDraft, provenance: Provenance) -> dict[str, str]:
+    """support + 1 and the union of tags, languages and projects, as one atomic SQL update."""
+
+    def union(column: str, values: Sequence[str]) -> str:
+        if not values:
+            return column
+        return (
+            f"array_distinct(array_concat(coalesce({column}, make_array()), "
+            f"make_array({', '.join(sql_string(v) for v in values)})))"
+        )
+
+    return {
+        "support": "support + 1",
+        "updated_at": f"arrow_cast({sql_string(datetime.now(UTC).isoformat())}, "
+        "'Timestamp(Microsecond, Some(\"UTC\"))')",
+        "tags": union("tags", draft.tags),
+        "languages": union("languages", draft.languages),
+        "projects": union("projects", [provenance.project] if provenance.project else []),
+    }

@@ -1,0 +1,186 @@
+"""Health checks for `mtl-mcp doctor`: each says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
+from mtl_mcp.errors import MtlError
+from mtl_mcp.index.embedder import default_model_file, get_embedder
+from mtl_mcp.learning.backends.anthropic_api import has_api_key
+from mtl_mcp.memory import Memory
+from mtl_mcp.storage.backup import backups_dir, inspect_store, list_backups
+
+
+class Check(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    required: bool = True
+
+
+def _data_dir(settings: Settings) -> Check:
+    home = settings.home
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=home):
+            pass
+    except OSError as exc:
+        return Check(
+            name="data dir",
+            ok=False,
+            detail=f"{home} is not writable ({exc})",
+            fix="fix its permissions, or point MTL_MCP_HOME / --home elsewhere",
+        )
+    return Check(name="data dir", ok=True, detail=str(home))
+
+
+def _model(settings: Settings) -> Check:
+    try:
+        if settings.embed_model == DEFAULT_EMBED_MODEL:
+            path = default_model_file()
+            detail = f"{settings.embed_model} ({path}, sha256 verified)"
+        else:
+            detail = settings.embed_model
+        embedder = get_embedder(settings)
+        dim = embedder.embed_query("doctor").shape[0]
+    except MtlError as exc:
+        return Check(
+            name="embedding model",
+            ok=False,
+            detail=str(exc),
+            fix="reinstall mtl-mcp, or unset MTL_MCP_EMBED_MODEL to use the default",
+        )
+    return Check(name="embedding model", ok=True, detail=f"{detail}, dim {dim}")
+
+
+def _store(settings: Settings) -> Check:
+    memory = Memory(settings)
+    try:
+        numbers = memory.stats()
+        meta = memory.meta
+    except MtlError as exc:
+        return Check(
+            name="store",
+            ok=False,
+            detail=str(exc),
+            fix=_restore_advice(settings),
+        )
+    finally:
+        memory.close()
+    detail = (
+        f"{settings.store_uri}: {numbers['total']} active insights, "
+        f"schema {meta.get('schema_version')}, model {meta.get('embed_model')}"
+    )
+    if meta.get("embed_model") != settings.embed_model:
+        return Check(
+            name="store",
+            ok=False,
+            detail=detail,
+            fix=f"run `mtl-mcp reindex` to re-embed with {settings.embed_model}",
+        )
+    return Check(name="store", ok=True, detail=detail)
+
+
+def _api_key(settings: Settings) -> Check:
+    if has_api_key(settings):
+        return Check(
+            name="Anthropic API key",
+            ok=True,
+            required=False,
+            detail=f"set; distillation uses {settings.distill_model}",
+        )
+    return Check(
+        name="Anthropic API key",
+        ok=False,
+        required=False,
+        detail="not set: session transcripts are not distilled (recall still works)",
+        fix=f"export ANTHROPIC_API_KEY, or add anthropic_api_key to {settings.config_file}",
+    )
+
+
+def _restore_advice(settings: Settings) -> str:
+    backups = list_backups(settings)
+    if not backups:
+        return (
+            f"no backup exists in {backups_dir(settings)}: move {settings.store_uri} aside and "
+            "re-import an export (`mtl-mcp import FILE`), or start afresh"
+        )
+    newest = backups[0]
+    return (
+        f"stop any running mtl-mcp servers, then restore the newest backup ({newest.insights} "
+        f"insights, taken {newest.created_at:%Y-%m-%d %H:%M} UTC before a {newest.reason}): "
+        f"`mtl-mcp restore {newest.path}`"
+    )
+
+
+def _store_files(settings: Settings) -> Check:
+    problem = inspect_store(settings)
+    if problem:
+        return Check(
+            name="store files",
+            ok=False,
+            detail=f"{settings.store_uri}: {problem}",
+            fix=_restore_advice(settings),
+        )
+    return Check(name="store files", ok=True, detail="every table and data file reads")
+
+
+def _backups(settings: Settings) -> Check:
+    backups = list_backups(settings)
+    if not backups:
+        detail = (
+            "none yet: one is taken before each migration, purge and restore, "
+            "and `mtl-mcp backup` takes one now"
+        )
+        return Check(name="backups", ok=True, required=False, detail=detail)
+    newest = backups[0]
+    return Check(
+        name="backups",
+        ok=True,
+        required=False,
+        detail=f"{len(backups)} in {backups_dir(settings)}; newest {newest.name} "
+        f"({newest.insights} insights); restore with `mtl-mcp restore {newest.path}`",
+    )
+
+
+def _open_to_others(path: Path) -> bool:
+    try:
+        return not path.is_symlink() and bool(path.stat().st_mode & 0o077)
+    except OSError:  # removed while we looked (a worker's temporary file)
+        return False
+
+
+def _permissions(settings: Settings) -> Check:
+    home = settings.home
+    loose = [path for path in [home, *home.rglob("*")] if _open_to_others(path)]
+    if loose:
+        return Check(
+            name="permissions",
+            ok=False,
+            required=False,
+            detail=f"{len(loose)} files or folders under {home} are open to other users, "
+            f"e.g. {loose[0]}",
+            fix=f"chmod -R go-rwx {home}",
+        )
+    return Check(name="permissions", ok=True, required=False, detail="owner-only (0700/0600)")
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    """Every check, in the order a person would fix them."""
+    private_umask()  # the checks create the data dir and the store if they are missing
+    checks = [_data_dir(settings), _model(settings)]
+    if checks[0].ok:
+        checks.append(_permissions(settings))
+    if checks[0].ok and checks[1].ok:
+        checks.append(_store_files(settings))
+        if checks[-1].ok:
+            checks.append(_store(settings))
+    if checks[0].ok:
+        checks.append(_backups(settings))
+    checks.append(_api_key(settings))
+    return checks

@@ -1,0 +1,220 @@
+"""The shapes of data that crosses a boundary: tool I/O, files, the store's rows.
+
+Pydantic models and the literal types they use; no I/O. Field descriptions are written for
+the assistant: they become the tool schemas.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+Category = Literal[
+    "test-verification",
+    "interaction-protocol",
+    "workflow-discipline",
+    "anti-patterns",
+    "api-compliance",
+    "environment-adaptation",
+    "exploration",
+    "input-validation",
+    "file-syntax",
+    "algorithmic-strategy",
+    "other",
+]
+CATEGORIES: tuple[str, ...] = get_args(Category)
+Polarity = Literal["success", "failure"]
+Outcome = Literal["success", "failure", "unknown"]
+Status = Literal["active", "retired"]
+Scope = Literal["all", "other-projects", "this-project"]
+RecordStatus = Literal["stored", "merged", "rejected"]
+ListSort = Literal["recent", "support", "helpful"]
+
+TITLE_MAX = 100
+DESCRIPTION_MAX = 300
+CONTENT_MAX = 1000
+TAGS_MAX = 12
+TAG_MAX = 40
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9+#.-]{0,39}$")
+# A word of 16+ letters and digits, mixing both: a key or a token, never a label.
+_RANDOM_RUN = re.compile(r"(?=[A-Za-z0-9]{16})(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{16,}")
+
+
+def _slug(value: str) -> str:
+    """Lower-case and hyphenate a free label such as a domain, a language or a tag."""
+    if _RANDOM_RUN.search(value):  # checked before slugging hides the token's shape
+        raise ValueError("looks like a secret (a long random string): labels must not hold one")
+    slug = re.sub(r"[\s_/]+", "-", value.strip().lower())
+    if not _SLUG.match(slug):
+        raise ValueError(
+            f"{value!r} is not a short label: use 1-40 lower-case letters, digits or hyphens, "
+            "e.g. 'web-backend'"
+        )
+    return slug
+
+
+def _labels(values: list[str]) -> list[str]:
+    """Slugify and deduplicate, keeping the first occurrence's order."""
+    return list(dict.fromkeys(_slug(v) for v in values if v.strip()))
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+Labels = Annotated[list[str], AfterValidator(_labels)]
+NonBlank = StringConstraints(strip_whitespace=True, min_length=1)
+
+
+class InsightDraft(BaseModel):
+    """An abstract, task-agnostic lesson, before the store gives it an id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, NonBlank, StringConstraints(max_length=TITLE_MAX)] = Field(
+        description="Short imperative title, e.g. 'Reproduce a failure before fixing it'."
+    )
+    description: Annotated[str, NonBlank, StringConstraints(max_length=DESCRIPTION_MAX)] = Field(
+        description="One sentence saying when the lesson applies."
+    )
+    content: Annotated[str, NonBlank, StringConstraints(max_length=CONTENT_MAX)] = Field(
+        description=(
+            "The lesson itself in 1-3 sentences. Abstract: no file names, paths, URLs, "
+            "project names, line numbers or task-specific strings."
+        )
+    )
+    polarity: Polarity | None = Field(
+        default=None,
+        description=(
+            "'success' = a practice that worked; 'failure' = a mistake and its remedy. "
+            "Leave it out and the store infers it."
+        ),
+    )
+    category: Category | None = Field(
+        default=None,
+        description=(
+            "The kind of transferable knowledge this lesson is. Leave it out and the store "
+            "infers it."
+        ),
+    )
+    domain: Slug | None = Field(
+        default=None,
+        description="Where it was learned, as a slug: web-backend, data-science, devops-shell...",
+    )
+    languages: Labels = Field(
+        default_factory=list, max_length=10, description="Programming languages involved, if any."
+    )
+    tags: Labels = Field(default_factory=list, max_length=TAGS_MAX, description="A few keywords.")
+
+    def embedding_text(self) -> str:
+        """The text whose embedding is the insight's retrieval key."""
+        return f"{self.title}. {self.description} {self.content}"
+
+
+class Insight(InsightDraft):
+    """An insight as stored: a draft plus identity, provenance and usage counters."""
+
+    model_config = ConfigDict(extra="ignore", serialize_by_alias=True, populate_by_name=True)
+
+    # Always set once stored: the store infers what a draft left out.
+    polarity: Polarity = Field(
+        default="success", description="'success' = a practice that worked; 'failure' = a mistake."
+    )
+    category: Category = Field(default="other", description="The kind of transferable knowledge.")
+    id: str
+    project: str | None = Field(default=None, description="The project that first produced it.")
+    projects: list[str] = Field(default_factory=list, description="Every project that produced it.")
+    session_id: str | None = None
+    client: str | None = None
+    distilled_by: str | None = Field(
+        default=None,
+        # Stored and serialized as "model", the column name of the data format.
+        validation_alias=AliasChoices("model", "distilled_by"),
+        serialization_alias="model",
+        description="The language model that distilled it, if one did.",
+    )
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    support: int = Field(default=1, description="How many sessions produced or confirmed it.")
+    helpful: int = 0
+    harmful: int = 0
+    recall_count: int = 0
+    status: Status = "active"
+    abstraction_score: float = Field(default=1.0, ge=0.0, le=1.0)
+    notes: list[str] = Field(default_factory=list, description="Notes left with ratings.")
+
+    @field_validator("notes", "projects", "languages", "tags", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        """Columns added by a migration are null in older rows."""
+        return [] if value is None else value
+
+
+class Provenance(BaseModel):
+    """Where new insights come from."""
+
+    project: str | None = None
+    session_id: str | None = None
+    client: str | None = None
+    distilled_by: str | None = None  # the language model, when a session was distilled
+
+
+class RecordResult(BaseModel):
+    """What happened to one submitted insight."""
+
+    status: RecordStatus
+    id: str | None = Field(default=None, description="The stored or merged-into insight's id.")
+    title: str | None = None
+    reasons: list[str] = Field(default_factory=list, description="Why it was rejected.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Abstraction problems worth fixing; they lower its score."
+    )
+    abstraction_score: float | None = None
+
+
+class RecallHit(BaseModel):
+    """One recalled insight and how well it matches the plan."""
+
+    id: str
+    title: str
+    description: str
+    content: str
+    polarity: Polarity
+    category: Category
+    domain: str | None
+    project: str | None
+    score: float = Field(
+        description=(
+            "Cosine similarity adjusted by ratings. Results are ordered by fusing it with a "
+            "keyword match, so it need not fall from one result to the next."
+        )
+    )
+    similarity: float = Field(description="Cosine similarity between the plan and the insight.")
+
+
+def validation_problems(exc: ValidationError, what: str = "insight") -> list[str]:
+    """One readable line per problem pydantic found, naming the field and, for a length
+    limit, the size to cut to. The offending value itself is never quoted."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ())) or what
+        kind = error.get("type", "")
+        limit = (error.get("ctx") or {}).get("max_length")
+        value = error.get("input")
+        if kind == "string_too_long" and isinstance(value, str):
+            problems.append(f"{where} is {len(value)} characters: shorten it to at most {limit}")
+        elif kind == "string_too_short":
+            problems.append(f"{where} is empty: write it")
+        else:
+            problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return problems

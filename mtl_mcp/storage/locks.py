@@ -1,0 +1,88 @@
+"""Advisory file locks shared by processes on one machine."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from mtl_mcp.config import Settings
+from mtl_mcp.errors import StoreError
+
+PURGE_LOCK_WAIT = 60.0  # seconds a purge waits for in-flight writes to finish
+
+
+@contextlib.contextmanager
+def _lock_file(path: Path) -> Iterator[int]:
+    """The open lock file at `path` (created 0600); closing it on exit releases any lock."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_exclusive(path: Path) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` if no other process does: yields True if this one does."""
+    with _lock_file(path) as fd:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+@contextlib.contextmanager
+def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
+    """An advisory lock beside a local store: writes share it, a purge or restore holds it alone.
+
+    A purge deletes every file no committed version references, which would include the
+    files of a write in flight in another process; the lock makes it wait for those.
+    """
+    if settings.local_store is None:
+        yield
+        return
+    with _lock_file(Path(f"{settings.local_store}.lock")) as fd:
+        if not exclusive:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        else:
+            deadline = time.monotonic() + PURGE_LOCK_WAIT
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"other processes kept writing to {settings.store_uri} for "
+                            f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
+                        ) from None
+                    time.sleep(0.05)
+        yield
+
+
+@contextlib.contextmanager
+def try_store_lock(settings: Settings, suffix: str) -> Iterator[bool]:
+    """A non-blocking exclusive lock beside a local store: True if this process holds it."""
+    if settings.local_store is None:
+        yield True
+        return
+    with try_exclusive(Path(f"{settings.local_store}{suffix}")) as mine:
+        yield mine
+
+
+@contextlib.contextmanager
+def creating(settings: Settings) -> Iterator[None]:
+    """Serialize creating a new local store: a second process must not see it half made."""
+    if settings.local_store is None:
+        yield
+        return
+    with _lock_file(Path(f"{settings.local_store}.create.lock")) as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield

@@ -1,0 +1,56 @@
+"""The data format: the insight table's Arrow schema, the meta table, their names.
+
+The store is two LanceDB tables in one database: `insights` (one row per insight, with its
+vector) and `meta` (key/value: schema version, embedding model, vector dimension).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+TABLE = "insights"
+META_TABLE = "meta"
+SCHEMA_VERSION = 1
+
+
+def insight_schema(dim: int) -> pa.Schema:
+    """The table's Arrow schema. `id` is the unenforced primary key merge_insert relies on."""
+    text, texts, count = pa.string(), pa.list_(pa.string()), pa.int32()
+    when = pa.timestamp("us", tz="UTC")
+    pk = {b"lance-schema:unenforced-primary-key:position": b"1"}
+    return pa.schema(
+        [
+            pa.field("id", text, nullable=False, metadata=pk),
+            *(pa.field(name, text) for name in ("title", "description", "content")),
+            *(pa.field(name, text) for name in ("polarity", "category", "domain")),
+            pa.field("languages", texts),
+            pa.field("tags", texts),
+            pa.field("project", text),
+            pa.field("projects", texts),
+            *(pa.field(name, text) for name in ("session_id", "client", "model")),
+            pa.field("created_at", when),
+            pa.field("updated_at", when),
+            *(pa.field(name, count) for name in ("support", "helpful", "harmful", "recall_count")),
+            pa.field("status", text),
+            pa.field("abstraction_score", pa.float32()),
+            pa.field("notes", texts),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+META_SCHEMA = pa.schema(
+    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())]
+)
+
+
+def sql_string(value: str) -> str:
+    """A string literal for a LanceDB SQL predicate or expression."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def ids_predicate(ids: Iterable[str]) -> str:
+    """`id IN (...)` for some ids, sorted so the predicate is deterministic."""
+    return f"id IN ({', '.join(sql_string(i) for i in sorted(ids))})"

@@ -1,0 +1,292 @@
+"""The insight table: opening and migrating it, its snapshot, and writes that survive company.
+
+Safe with several processes at once: the table has an (unenforced) primary key on `id`, so
+concurrent `merge_insert`s of one id never duplicate it; counters change through SQL
+increments, not read-modify-write; the connection re-checks the latest version on every
+read, so one process's writes are visible to the others; a write that meets another
+writer's commit is retried; the table is compacted now and then by one process at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Collection
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+
+from mtl_mcp.config import Settings
+from mtl_mcp.errors import StoreBusy, StoreDamaged, StoreError
+from mtl_mcp.storage.backup import make_backup
+from mtl_mcp.storage.lance import connect, lance_errors, rewrite_without
+from mtl_mcp.storage.locks import creating, store_lock, try_store_lock
+from mtl_mcp.storage.schema import META_SCHEMA, META_TABLE, SCHEMA_VERSION, TABLE, insight_schema
+from mtl_mcp.storage.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from lancedb.db import DBConnection
+    from lancedb.table import Table
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
+WRITE_ATTEMPTS = 6
+T = TypeVar("T")
+DOCTOR = "run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
+
+# What a new store records about its embedding model: (name, vector dimension).
+ModelInfo = Callable[[], tuple[str, int]]
+
+
+class InsightTable:
+    """One store's insight and meta tables. Opens lazily; every method is thread-safe."""
+
+    def __init__(self, settings: Settings, model_info: ModelInfo) -> None:
+        self.settings = settings
+        self._model_info = model_info
+        self._lock = threading.RLock()
+        self._db: DBConnection | None = None
+        self._table: Table | None = None
+        self._meta: dict[str, str] = {}
+        self._snapshot: Snapshot | None = None
+        self._last_optimized = 0
+        self.created = False  # whether opening created a new, empty store
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """The meta table as of the last open or snapshot: schema version, model, dim."""
+        self.open()
+        return dict(self._meta)
+
+    def _connect(self) -> DBConnection:
+        if self._db is None:
+            if self.settings.local_store is not None:
+                self.settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._db = connect(self.settings.store_uri, consistent=True)
+        return self._db
+
+    def open(self) -> Table:
+        """The LanceDB table, opened (and created, checked, migrated) on first use."""
+        with self._lock:
+            if self._table is not None:
+                return self._table
+            db = self._connect()
+            with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
+                with creating(self.settings):
+                    table = self._open_or_create(db)
+                rows = db.open_table(META_TABLE).to_arrow().to_pylist()
+            self._meta = {row["key"]: row["value"] for row in rows}
+            for key in ("schema_version", "dim"):
+                if not self._meta.get(key, "0").isdigit():
+                    raise StoreDamaged(
+                        f"the store's meta table in {self.settings.store_uri} is damaged "
+                        f"({key}={self._meta.get(key)!r}): {DOCTOR}"
+                    )
+            self._migrate(table)
+            self._table = table
+            self._last_optimized = table.version
+            return table
+
+    def _open_or_create(self, db: DBConnection) -> Table:
+        """The insight table (and its meta table), created if this is a new store."""
+        created = TABLE not in db.list_tables().tables
+        local = self.settings.local_store
+        if created and local is not None and (local / f"{TABLE}.lance").is_dir():
+            raise StoreDamaged(
+                f"the store at {self.settings.store_uri} is damaged: the insight table's "
+                f"version manifests are missing. {DOCTOR}"
+            )
+        if not created:
+            table = db.open_table(TABLE)
+            # Reads every data file's footer: a truncated or missing file fails here,
+            # with advice, rather than as a raw error in the first query.
+            table.search().select(["id"]).limit(None).to_arrow()
+            return table
+        name, dim = self._model_info()
+        table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
+        meta = db.create_table(META_TABLE, schema=META_SCHEMA, exist_ok=True)
+        fresh = {"schema_version": str(SCHEMA_VERSION), "dim": str(dim), "embed_model": name}
+        if meta.count_rows() == 0:
+            meta.merge_insert("key").when_not_matched_insert_all().execute(
+                pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
+            )
+        self.created = True
+        return table
+
+    def _migrate(self, table: Table) -> None:
+        """Refuse a newer store; give an older one the columns added since (null-filled)."""
+        version = int(self._meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store at {self.settings.store_uri} was written by a newer mtl-mcp "
+                f"(schema {version}, this one reads {SCHEMA_VERSION}): upgrade with "
+                "`pip install -U mtl-mcp`"
+            )
+        expected = insight_schema(int(self._meta.get("dim", "384")))
+        missing = [f for f in expected if f.name not in table.schema.names]
+        if not missing and version == SCHEMA_VERSION:
+            return
+        make_backup(self.settings, "migration")
+        with lance_errors(f"migrating the store at {self.settings.store_uri}", DOCTOR):
+            if missing:
+                logger.info("migrating store: adding columns %s", [f.name for f in missing])
+                table.add_columns(missing)
+            if version < SCHEMA_VERSION:
+                self.set_meta({"schema_version": str(SCHEMA_VERSION)})
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        """Insert or replace meta entries (the embedding model after a reindex, say)."""
+        with lance_errors(f"writing the meta table of {self.settings.store_uri}", DOCTOR):
+            meta = self._connect().open_table(META_TABLE)
+            rows = pa.Table.from_pylist(
+                [{"key": k, "value": v} for k, v in values.items()], schema=meta.schema
+            )
+            meta.merge_insert(
+                "key"
+            ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
+        self._meta.update(values)
+
+    # -- the snapshot ------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The rows and vectors of the latest version, reloaded only when it changed."""
+        table = self.open()
+        with self._lock:
+            version = table.version
+            if self._snapshot is None or self._snapshot.version != version:
+                with lance_errors(
+                    f"reading the store at {self.settings.store_uri}",
+                    "retry; if it persists run `mtl-mcp doctor`",
+                ):
+                    # Another process may have reindexed (model, dimension): reread the meta.
+                    meta_rows = self._connect().open_table(META_TABLE).to_arrow().to_pylist()
+                    self._meta = {row["key"]: row["value"] for row in meta_rows}
+                    pinned = self._connect().open_table(TABLE)
+                    pinned.checkout(version)  # both scans of the snapshot see the same rows
+                    self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
+            return self._snapshot
+
+    def forget_snapshot(self) -> None:
+        """Drop the cached snapshot: the next read loads the table afresh."""
+        with self._lock:
+            self._snapshot = None
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(
+        self, action: Callable[[Table], T], patch: Callable[[Snapshot], None] | None = None
+    ) -> T:
+        """Run one write with retries on commit conflicts, then compact now and then.
+
+        `patch` applies the same change to the in-memory snapshot: when this write is the
+        only one since the snapshot was read, patching replaces a full reload.
+        """
+        table = self.open()
+        with store_lock(self.settings):
+            before = table.version
+            result = self._attempt(table, action)
+            with self._lock:
+                snapshot, after = self._snapshot, table.version
+                if patch and snapshot and snapshot.version == before and after == before + 1:
+                    patch(snapshot)
+                    snapshot.version = after
+            if table.version - self._last_optimized >= OPTIMIZE_EVERY:
+                self._last_optimized = table.version
+                self._compact(table)
+        return result
+
+    def _attempt(self, table: Table, action: Callable[[Table], T]) -> T:
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with lance_errors(
+                    f"writing to {self.settings.store_uri}",
+                    "retry; if it persists run `mtl-mcp doctor`",
+                ):
+                    return action(table)
+            except StoreBusy:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * attempt)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert rows whose ids are new; an id already present (another writer) is kept."""
+        if rows:
+            data = pa.Table.from_pylist(rows, schema=self.open().schema)
+            self.write(lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data))
+
+    def update(
+        self,
+        where: str,
+        values_sql: dict[str, str],
+        patch: Callable[[Snapshot], None] | None = None,
+    ) -> None:
+        """An SQL update of the rows matching `where` (increments stay atomic)."""
+        self.write(lambda t: t.update(where=where, values_sql=values_sql), patch)
+
+    def delete(self, where: str) -> None:
+        self.write(lambda t: t.delete(where))
+
+    def _compact(self, table: Table) -> None:
+        """Compact, unless another process is at it (servers reach the threshold together)."""
+        with try_store_lock(self.settings, ".compact.lock") as mine:
+            if not mine:
+                return
+            try:
+                with lance_errors(f"compacting {self.settings.store_uri}", "skipped"):
+                    # Versions younger than an hour stay, so concurrent readers keep theirs.
+                    table.optimize(cleanup_older_than=timedelta(hours=1))
+            except StoreBusy as exc:  # a write committed first: harmless, next time
+                logger.info("compaction deferred: %s", exc)
+                return
+            except StoreError:
+                logger.warning("compaction skipped", exc_info=True)
+                return
+            logger.info("compacted the table at version %d", table.version)
+
+    # -- rewriting the whole table -------------------------------------------------------------
+
+    def purge(self, ids: Collection[str]) -> tuple[int, int]:
+        """Delete rows and every copy of them in the table's files, older versions included.
+
+        Waits for other processes' writes; readers of older versions fail once and reload.
+        Returns (rows deleted, versions removed).
+        """
+        table = self.open()
+        with self._lock, store_lock(self.settings, exclusive=True):
+            with lance_errors(
+                f"purging {self.settings.store_uri}", "nothing was lost: run the purge again"
+            ):
+                result = rewrite_without(table, ids)
+            self._snapshot = None
+            self._last_optimized = table.version
+        return result
+
+    def rows_without_vectors(self) -> list[dict[str, Any]]:
+        """Every row, vector column left out (for a reindex)."""
+        table = self.open()
+        with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
+            rows: list[dict[str, Any]] = table.to_arrow().drop_columns(["vector"]).to_pylist()
+        return rows
+
+    def replace(self, rows: list[dict[str, Any]], model_name: str, dim: int) -> None:
+        """Overwrite every row (same ids, new vectors) and record the model they came from.
+        Callers hold the store lock exclusively: writes meanwhile would be lost."""
+        data = pa.Table.from_pylist(rows, schema=insight_schema(dim))
+        with self._lock:
+            with lance_errors(f"rewriting {self.settings.store_uri}", DOCTOR):
+                self._table = self._connect().create_table(TABLE, data=data, mode="overwrite")
+            self.set_meta({"embed_model": model_name, "dim": str(dim)})
+            self._snapshot = None
+
+    def close(self) -> None:
+        """Forget the open table and snapshot; the next use reopens them."""
+        with self._lock:
+            self._table = None
+            self._snapshot = None

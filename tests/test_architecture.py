@@ -1,0 +1,96 @@
+"""The shape of the package: its public names, its layers, and what importing it costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import mtl_mcp
+
+PUBLIC = [
+    "BudgetExceeded",
+    "BudgetTooSmall",
+    "ConfigError",
+    "DistillError",
+    "DistillUnavailable",
+    "EmbeddingError",
+    "ImportReport",
+    "InputError",
+    "Insight",
+    "InsightDraft",
+    "LabelledVectors",
+    "Memory",
+    "MtlError",
+    "NotFoundError",
+    "ProjectRef",
+    "Provenance",
+    "RecallHit",
+    "RecordResult",
+    "Retryable",
+    "Settings",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreError",
+    "TranscriptError",
+    "UnusableOutput",
+    "__version__",
+    "build_server",
+    "load_settings",
+    "resolve_project",
+]
+HEAVY = ["lancedb", "pyarrow", "numpy", "fastembed", "onnxruntime", "anthropic", "mcp"]
+
+
+def test_the_public_names_are_pinned() -> None:
+    """`mtl_mcp.__all__` is exactly the documented API, and every name in it resolves."""
+    assert mtl_mcp.__all__ == PUBLIC
+    for name in PUBLIC:
+        assert getattr(mtl_mcp, name) is not None, name
+    assert set(PUBLIC) <= set(dir(mtl_mcp))
+
+
+def test_every_error_is_an_mtl_error() -> None:
+    """The error tree has one root, and the retryable errors say so by type."""
+    errors = [getattr(mtl_mcp, name) for name in PUBLIC if name.endswith(("Error", "Busy"))]
+    errors += [mtl_mcp.BudgetExceeded, mtl_mcp.BudgetTooSmall, mtl_mcp.DistillUnavailable]
+    errors += [mtl_mcp.StoreDamaged, mtl_mcp.UnusableOutput, mtl_mcp.Retryable]
+    assert all(issubclass(error, mtl_mcp.MtlError) for error in errors)
+    retryable = {e.__name__ for e in errors if issubclass(e, mtl_mcp.Retryable)}
+    assert retryable == {"BudgetExceeded", "DistillUnavailable", "Retryable", "StoreBusy"}
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    """A typo fails like any module attribute, naming the package."""
+    try:
+        mtl_mcp.Memroy  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "mtl_mcp" in str(exc)
+    else:
+        raise AssertionError("no AttributeError")
+
+
+def test_importing_the_package_loads_nothing_heavy() -> None:
+    """`import mtl_mcp` (what hooks and the handshake pay) imports no heavy library."""
+    code = (
+        "import sys, mtl_mcp; "
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    ).stdout.strip()
+    assert loaded == ""
+
+
+def test_imports_flow_down_the_layers() -> None:
+    """import-linter's contracts (pyproject.toml) hold: no upward import, no cycle."""
+    linter = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(linter), "--no-cache"],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
