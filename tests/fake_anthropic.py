@@ -1,16 +1,21 @@
-"""A scripted fake of the Anthropic Messages API for tests that drive the real SDK over HTTP.
+"""A scripted fake of the Anthropic Messages API, for the real SDK and the real Claude Code.
 
     with FakeAnthropic() as fake:
         fake.reply_json({"outcome": "success", "reason": "tests pass"})
         fake.reply_status(529, times=2)          # then two overloaded errors (SDK retries them)
         fake.reply_json(DistilledInsights(...))  # pydantic models are dumped for you
+        fake.reply_tool("ToolSearch", {"query": "select:mcp__mtl-mcp__recall_insights"})
+        fake.reply_with(lambda request: ...)     # a reply computed from the request
         client = anthropic.Anthropic(api_key="sk-ant-test", base_url=fake.base_url, max_retries=2)
         ...
         fake.requests[0].body["system"]          # every request is recorded, parsed
 
-Each request to `POST /v1/messages` takes the next scripted reply, in order. With nothing left
-in the script the fake answers 500 with `x-should-retry: false` and a body saying so, so a
-test that makes an unexpected call fails loudly instead of hanging. Only 127.0.0.1 is used.
+Each `POST /v1/messages` takes the next scripted reply, in order, answered as JSON or, when
+the request asks to stream (as Claude Code always does), as Server-Sent Events. With nothing
+left in the script the fake answers 500 with `x-should-retry: false` and a body saying so,
+so a test that makes an unexpected call fails loudly instead of hanging. Claude Code's other
+calls get small plausible answers (`HEAD /api/hello`, token counting, the model list).
+Only 127.0.0.1 is used.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -62,6 +67,20 @@ class RecordedRequest:
         return "\n".join(block.get("text", "") for block in system)
 
     @property
+    def is_message(self) -> bool:
+        """A Messages request (not token counting, not a probe)."""
+        return self.method == "POST" and self.path.split("?")[0].rstrip("/") == "/v1/messages"
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """Every tool_result block in the request's messages, oldest first."""
+        found = []
+        for message in self.body.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, list):
+                found += [b for b in content if b.get("type") == "tool_result"]
+        return found
+
+    @property
     def user_text(self) -> str:
         """Every text block of every user message, joined."""
         parts: list[str] = []
@@ -86,13 +105,17 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering (a client timeout test)
 
 
+# A scripted turn: a raw HTTP reply, a Messages-API body, or a function of the request.
+Turn = Reply | dict[str, Any] | Callable[[RecordedRequest], dict[str, Any]]
+
+
 class FakeAnthropic:
     """A local Messages API with a script of replies; a context manager."""
 
     def __init__(self, *, model: str = "claude-haiku-5-5") -> None:
         self.model = model
         self.requests: list[RecordedRequest] = []
-        self._script: deque[Reply] = deque()
+        self._script: deque[Turn] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -142,30 +165,66 @@ class FakeAnthropic:
             self._script.clear()
             self.requests.clear()
 
-    def add(self, reply: Reply, *, times: int = 1) -> None:
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        """The Messages requests received so far (probes and token counts left out)."""
+        with self._lock:
+            return [r for r in self.requests if r.is_message]
+
+    def add(self, reply: Turn, *, times: int = 1) -> None:
         with self._lock:
             self._script.extend([reply] * times)
 
     def message(
         self,
-        text: str,
+        text: str | None = None,
         *,
+        blocks: list[dict[str, Any]] | None = None,
         input_tokens: int = 100,
         output_tokens: int = 50,
         stop_reason: str = "end_turn",
     ) -> dict[str, Any]:
-        """A Messages-API response body with one text block."""
+        """A Messages-API response body: one text block, or the given content blocks."""
         self._counter += 1
         return {
             "id": f"msg_fake_{self._counter:04d}",
             "type": "message",
             "role": "assistant",
             "model": self.model,
-            "content": [{"type": "text", "text": text}],
+            "content": blocks if blocks is not None else [{"type": "text", "text": text or ""}],
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         }
+
+    def reply_tool(
+        self,
+        name: str,
+        tool_input: Mapping[str, Any],
+        *,
+        input_tokens: int = 100,
+        output_tokens: int = 50,
+    ) -> None:
+        """The model calls tool `name` with `tool_input` (a `tool_use` block)."""
+        self._counter += 1
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_fake_{self._counter:04d}",
+            "name": name,
+            "input": dict(tool_input),
+        }
+        self.add(
+            self.message(
+                blocks=[block],
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                stop_reason="tool_use",
+            )
+        )
+
+    def reply_with(self, compute: Callable[[RecordedRequest], dict[str, Any]]) -> None:
+        """A reply computed from the request it answers (build it with `message`)."""
+        self.add(compute)
 
     def reply_json(
         self,
@@ -199,7 +258,9 @@ class FakeAnthropic:
         body = self.message(
             text, input_tokens=input_tokens, output_tokens=output_tokens, stop_reason=stop_reason
         )
-        self.add(Reply(200, _json_bytes(body), {"content-type": "application/json"}, delay))
+        # As a body, so a streaming request gets it as events; a delayed one as raw bytes.
+        delayed = Reply(200, _json_bytes(body), {"content-type": "application/json"}, delay)
+        self.add(delayed if delay else body)
 
     def reply_status(
         self,
@@ -243,7 +304,7 @@ class FakeAnthropic:
 
     # -- serving ---------------------------------------------------------------------------
 
-    def _next(self) -> Reply:
+    def _next(self) -> Turn:
         with self._lock:
             if self._script:
                 return self._script.popleft()
@@ -259,7 +320,9 @@ class FakeAnthropic:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
+            protocol_version = "HTTP/1.1"
+
+            def _record(self) -> RecordedRequest:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
@@ -267,11 +330,12 @@ class FakeAnthropic:
                 except ValueError:
                     body = None
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                request = RecordedRequest(self.command, self.path, headers, raw, body)
                 with fake._lock:
-                    fake.requests.append(RecordedRequest("POST", self.path, headers, raw, body))
-                reply = fake._next()
-                if reply.delay and fake._closing.wait(reply.delay):
-                    return
+                    fake.requests.append(request)
+                return request
+
+            def _send(self, reply: Reply) -> None:
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
@@ -279,9 +343,69 @@ class FakeAnthropic:
                     self.send_header("content-length", str(len(reply.body)))
                     self.send_header("request-id", f"req_fake_{len(fake.requests)}")
                     self.end_headers()
-                    self.wfile.write(reply.body)
+                    if self.command != "HEAD":
+                        self.wfile.write(reply.body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
+
+            def do_HEAD(self) -> None:  # Claude Code's connectivity probe
+                self._record()
+                self._send(Reply(200, b""))
+
+            def do_GET(self) -> None:  # the model list, and anything else a client looks up
+                self._record()
+                models = {"data": [], "has_more": False, "first_id": None, "last_id": None}
+                self._send(Reply(200, _json_bytes(models), {"content-type": "application/json"}))
+
+            def do_POST(self) -> None:
+                request = self._record()
+                if request.path.split("?")[0].endswith("/count_tokens"):
+                    counted = {"input_tokens": max(1, len(request.raw) // 4)}
+                    self._send(
+                        Reply(200, _json_bytes(counted), {"content-type": "application/json"})
+                    )
+                    return
+                turn = fake._next()
+                if callable(turn):
+                    turn = turn(request)
+                if isinstance(turn, Reply):
+                    if turn.delay and fake._closing.wait(turn.delay):
+                        return
+                    self._send(turn)
+                elif isinstance(request.body, dict) and request.body.get("stream"):
+                    self._stream(turn)
+                else:
+                    self._send(Reply(200, _json_bytes(turn), {"content-type": "application/json"}))
+
+            def _stream(self, message: dict[str, Any]) -> None:
+                """The message as the Server-Sent Events of a streaming response."""
+                events = [("message_start", {"message": {**message, "content": []}})]
+                for index, block in enumerate(message["content"]):
+                    if block["type"] == "tool_use":
+                        start = {**block, "input": {}}
+                        delta = {
+                            "type": "input_json_delta",
+                            "partial_json": json.dumps(block["input"]),
+                        }
+                    else:
+                        start = {"type": "text", "text": ""}
+                        delta = {"type": "text_delta", "text": block["text"]}
+                    events += [
+                        ("content_block_start", {"index": index, "content_block": start}),
+                        ("content_block_delta", {"index": index, "delta": delta}),
+                        ("content_block_stop", {"index": index}),
+                    ]
+                stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+                events += [
+                    ("message_delta", {"delta": stop, "usage": message["usage"]}),
+                    ("message_stop", {}),
+                ]
+                payload = "".join(
+                    f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
+                    for name, data in events
+                ).encode("utf-8")
+                self.close_connection = True
+                self._send(Reply(200, payload, {"content-type": "text/event-stream"}))
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep test output clean
