@@ -5,16 +5,22 @@ embedding model and the rankings (`mtl_mcp.index`), the lint (`mtl_mcp.text`). E
 validates its arguments, does one thing, and raises only errors from `mtl_mcp.errors`.
 Every method is safe to call from several threads; the table opens and the model loads on
 first use.
+
+With a team pool configured (`Settings.team_uri`, `mtl_mcp.memory.team`), recall, list,
+get, rate and stats read both tiers, every result saying its `source`; recording, imports
+and exports stay personal, and insights reach the pool only through `share`.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +29,22 @@ import numpy.typing as npt
 from pydantic import BaseModel, Field
 
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
-from mtl_mcp.index.bm25 import Bm25Index
+from mtl_mcp.errors import (
+    ConfigError,
+    EmbeddingError,
+    InputError,
+    NotFoundError,
+    Retryable,
+    StoreError,
+    StoreUnavailable,
+)
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
-from mtl_mcp.memory import ingest, queries
+from mtl_mcp.memory import ingest, queries, sharing
 from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.memory.team import PROBE_WAIT, TeamPool, stats_of
+from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import (
     CATEGORIES,
     Insight,
@@ -39,6 +54,7 @@ from mtl_mcp.schemas import (
     RecallHit,
     RecordResult,
     Scope,
+    ShareResult,
 )
 from mtl_mcp.storage import backup
 from mtl_mcp.storage.locks import store_lock
@@ -51,6 +67,8 @@ from mtl_mcp.text.starter import starter_drafts
 
 if TYPE_CHECKING:
     from mtl_mcp.storage.backup import BackupInfo, RestoreResult
+
+logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
 IMPORT_BATCH = 256
@@ -90,10 +108,12 @@ class Memory:
         self.settings = settings or load_settings()
         self._embedder = embedder
         self.table = InsightTable(self.settings, self._model_info)
+        self._personal = Tier(self.table, "personal", self.settings.refresh_seconds)
+        self.team = TeamPool(self.settings, self._model_info) if self.settings.team_uri else None
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
-        self._keywords: tuple[Snapshot, Bm25Index] | None = None
         self._pending_recalls: Counter[str] = Counter()
+        self._drained_at = 0.0  # when the background last tried to drain the team outbox
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -124,7 +144,7 @@ class Memory:
 
     def _snapshot(self) -> Snapshot:
         self._open()
-        return self.table.snapshot()
+        return self._personal.snapshot()
 
     def _check_model(self) -> None:
         self._snapshot()  # a reindex by another process changes the model: see it first
@@ -136,18 +156,14 @@ class Memory:
                 f"or set MTL_MCP_EMBED_MODEL={stored}"
             )
 
-    def _keyword_index(self, snapshot: Snapshot) -> Bm25Index:
-        """BM25 over the snapshot's texts, built once per snapshot (patches keep texts)."""
-        with self._lock:
-            if self._keywords is None or self._keywords[0] is not snapshot:
-                self._keywords = (snapshot, Bm25Index(snapshot.texts()))
-            return self._keywords[1]
-
     def warm(self) -> None:
-        """Open the table, load the model and build the keyword index now, not on first use."""
+        """Open the table, load the model and build the keyword index now, not on first use;
+        start loading the team pool in the background."""
+        if self.team is not None:
+            self.team.tier.refresh_when_due()
         self._open()
         self.embedder.embed_query("warm up")
-        self._keyword_index(self._snapshot()).scores("warm up")
+        self._personal.keywords(self._snapshot()).scores("warm up")
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -183,7 +199,9 @@ class Memory:
                 self.settings.dedup_threshold,
                 results,
             )
-            self.table.insert(plan.rows)
+            if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
+                stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
+                plan.raced(stored, results)
             for target, draft in plan.merges:  # after the insert: the target may be a new row
                 sql = ingest.merge_sql(draft, provenance)
                 self.table.update(f"id = {sql_string(target)}", sql)
@@ -293,16 +311,61 @@ class Memory:
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
         snapshot = self._snapshot()
         mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains)
-        keywords = self._keyword_index(snapshot) if ranking.keywords else None
-        hits = queries.recall_hits(snapshot, keywords, query, plan, mask, k, ranking, min_score)
-        with self._lock:
-            self._pending_recalls.update(h.id for h in hits)
+        keywords = self._personal.keywords(snapshot) if ranking.keywords else None
+        pools = [queries.Pool("personal", snapshot, mask, keywords)]
+        team = self._team_snapshot()
+        if self.team is not None and team is not None:
+            team_project = self.team.project(project)
+            team_mask = queries.recall_mask(team, scope, team_project, domains, exclude_domains)
+            pool = self.team.pool(team, snapshot, team_mask)
+            pools.append(pool if ranking.keywords else replace(pool, keywords=None))
+        hits = queries.recall_hits(pools, query, plan, k, ranking, min_score)
+        with self._lock:  # the team pool's counters are not written: reads stay reads there
+            self._pending_recalls.update(h.id for h in hits if h.source == "personal")
         return hits
+
+    def _team_snapshot(self) -> Snapshot | None:
+        """The team snapshot, if a pool is configured, loaded and comparable with ours."""
+        if self.team is None:
+            return None
+        snapshot = self.team.snapshot()
+        if snapshot is None or self.team.model_problem(self.embedder.name):
+            return None
+        return snapshot
+
+    def team_notice(self) -> str | None:
+        """Why results may lack the team pool's newest insights, or None when they do not:
+        it is unreachable (results come from the last snapshot loaded, or none), has not
+        answered yet, or uses another embedding model."""
+        if self.team is None:
+            return None
+        status = self.team.tier.status()
+        loaded = self.team.table.loaded
+        if loaded is not None and (problem := self.team.model_problem(self.embedder.name)):
+            return f"Team insights are left out: {problem}."
+        if status.reachable is False:
+            if loaded is None or status.loaded_at is None:
+                return (
+                    "The team pool did not answer: these results come from your personal "
+                    "memory only (`mtl-mcp doctor` says why)."
+                )
+            return (
+                "The team pool did not answer: its insights here come from the snapshot "
+                f"loaded at {status.loaded_at:%Y-%m-%d %H:%M:%S} UTC (`mtl-mcp doctor` says why)."
+            )
+        if loaded is None and not status.empty:
+            return (
+                "The team pool has not answered yet: these results come from your personal "
+                "memory only."
+            )
+        return None
 
     def get(self, insight: str) -> Insight:
         """One insight by id (retired ones too)."""
         snapshot = self._snapshot()
         position = snapshot.positions.get(insight)
+        if position is None and self.team is not None and (found := self.team.get(insight)):
+            return found
         if position is None:
             raise NotFoundError(
                 f"no insight has id {redact(insight)!r}: list ids with `mtl-mcp list` or "
@@ -331,9 +394,13 @@ class Memory:
             self._check_model()
             vector = self.embedder.embed_query(query)
         filters = {"domain": domain, "polarity": polarity, "category": category}
-        return queries.list_page(
-            snapshot, vector, filters, project, sort, limit, offset, include_retired
-        )
+        mask = queries.filter_mask(snapshot, filters, project, include_retired)
+        pools = [queries.Pool("personal", snapshot, mask)]
+        if self.team is not None and (team := self._team_snapshot()) is not None:
+            team_project = self.team.project(project) if project else None
+            team_mask = queries.filter_mask(team, filters, team_project, include_retired)
+            pools.append(self.team.pool(team, snapshot, team_mask))
+        return queries.list_page(pools, vector, sort, limit, offset)
 
     def export(self) -> Iterator[Insight]:
         """Every insight, retired ones included, as stored."""
@@ -344,13 +411,18 @@ class Memory:
         """Counts by domain, category, polarity and project, with the store's model and paths."""
         numbers = queries.counts(self._snapshot())
         meta = self.table.meta
-        return {
+        result = {
             **numbers,
             "embed_model": meta.get("embed_model"),
             "schema_version": int(meta.get("schema_version", SCHEMA_VERSION)),
             "data_dir": str(self.settings.home),
             "store_uri": self.settings.store_uri,
         }
+        if self.team is not None:
+            team = self.team.snapshot()
+            counts = queries.counts(team) if team is not None else None
+            result["team"] = stats_of(self.team, self.settings.embed_model, counts)
+        return result
 
     def vectors(self) -> LabelledVectors:
         """The active insights' embeddings and labels (the in-memory matrix, not a re-read)."""
@@ -368,6 +440,9 @@ class Memory:
         harmful = current.harmful + (0 if helpful else 1)
         if harmful >= self.settings.retire_after_harmful and harmful > 2 * current.helpful:
             values_sql["status"] = "'retired'"
+        if current.source == "team" and self.team is not None:
+            self.team.rate(insight, values_sql)  # notes stay personal: they are not shared
+            return self.get(insight)
         if note and note.strip():
             note_text = sql_string(redact(note.strip())[:500])
             values_sql["notes"] = (
@@ -381,6 +456,12 @@ class Memory:
         """Delete one insight. Older table versions keep its text until compaction prunes
         them (an hour later at the earliest): `purge` removes it from disk at once."""
         current = self.get(insight)
+        if current.source == "team":
+            raise InputError(
+                f"{insight} is in the team pool, not your memory: `mtl-mcp forget {insight} "
+                "--purge` removes an insight you shared; rate one shared by others as "
+                "harmful (rate_insight helpful=false) to retire it"
+            )
         self.table.delete(f"id = {sql_string(insight)}")
         return current
 
@@ -391,10 +472,115 @@ class Memory:
         self._open()
         return self.table.purge(ids)
 
+    # -- the team pool ---------------------------------------------------------------------------
+
+    def _team(self) -> TeamPool:
+        if self.team is None:
+            raise ConfigError(
+                "no team pool is configured: set MTL_MCP_TEAM_URI (or team_uri in "
+                f"{self.settings.config_file}) to its URI, e.g. s3://bucket/team"
+            )
+        return self.team
+
+    def share(
+        self,
+        ids: Sequence[str],
+        dry_run: bool = False,
+        policy: sharing.SharePolicy | None = None,
+    ) -> builtins.list[ShareResult]:
+        """Share insights of your memory with the team pool, after a second lint pass (and
+        `policy`, if given); one result per id, in order, then any the outbox held.
+
+        When the pool cannot take them now they wait in the outbox (status `queued`); every
+        call first retries what waits there. `dry_run` only screens them.
+        """
+        team = self._team()
+        ids = list(dict.fromkeys(ids))
+        if not dry_run:
+            ids += [i for i in team.outbox.pending() if i not in ids]
+        snapshot = self._snapshot()
+        results: dict[str, ShareResult] = {}
+        ready: list[tuple[Insight, Vector, float]] = []
+        for insight_id in ids:
+            position = snapshot.positions.get(insight_id)
+            if position is None:
+                results[insight_id] = ShareResult(
+                    id=insight_id,
+                    status="rejected",
+                    reasons=["no insight in your memory has this id (see `mtl-mcp list`)"],
+                )
+                continue
+            insight = Insight.model_validate(snapshot.records([position])[0])
+            report = sharing.screen(insight)
+            reasons = report.errors + (policy.refusals(insight, report.score) if policy else [])
+            results[insight_id] = ShareResult(
+                id=insight_id,
+                title=insight.title,
+                status="rejected" if reasons else "would-share",
+                reasons=reasons,
+                warnings=report.warnings,
+            )
+            if not reasons:
+                ready.append((insight, snapshot.vectors[position], report.score))
+        if not dry_run:
+            self._publish(team, ready, results)
+        return list(results.values())
+
+    def _publish(
+        self,
+        team: TeamPool,
+        ready: builtins.list[tuple[Insight, Vector, float]],
+        results: dict[str, ShareResult],
+    ) -> None:
+        """Publish screened insights, or queue them when the pool cannot take them now."""
+        try:
+            if ready and not team.tier.probe(PROBE_WAIT):
+                status = team.tier.status()
+                raise StoreUnavailable(
+                    f"the team pool did not answer within {PROBE_WAIT:.0f} s"
+                    + (f" ({status.error})" if status.error else "")
+                )
+            published = team.publish(ready, self.embedder.name, self.settings.dedup_threshold)
+        except Retryable as exc:
+            team.outbox.add([insight.id for insight, _, _ in ready])
+            for insight, _, _ in ready:
+                results[insight.id].status = "queued"
+                results[insight.id].reasons = [f"waiting in the outbox: {exc}"]
+            return
+        for result in published:
+            results[result.id] = result.model_copy(update={"warnings": results[result.id].warnings})
+        for result in results.values():  # decided for good: nothing left to retry
+            team.outbox.remove(result.id)
+
+    def share_candidates(self, policy: sharing.SharePolicy) -> builtins.list[str]:
+        """Ids of the active insights `policy` would share that the pool lacks from you."""
+        team = self._team()
+        snapshot = self._snapshot()
+        pool = team.snapshot()
+        shared = team.shared_in(pool) if pool is not None else set()
+        chosen = []
+        for record in snapshot.records([int(n) for n in np.flatnonzero(snapshot.active)]):
+            insight = Insight.model_validate(record)
+            if insight.id in shared or policy.refusals(insight, insight.abstraction_score):
+                continue
+            chosen.append(insight.id)
+        return chosen
+
+    def purge_shared(self, ids: Collection[str]) -> tuple[int, int]:
+        """Purge from the team pool the insights among `ids` that you shared: the rows and
+        every copy of them in its objects. Returns (insights deleted, versions removed)."""
+        return self._team().purge(sorted(ids))
+
+    def shared_insights(self) -> builtins.list[Insight]:
+        """Every insight in the team pool that you shared, read from the pool now."""
+        return self._team().shared_by_me()
+
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
         self._open()
-        with store_lock(self.settings, exclusive=True):  # writes meanwhile would be overwritten
+        with store_lock(
+            self.settings.local_store, exclusive=True
+        ):  # writes meanwhile would be overwritten
             backup.make_backup(self.settings, "reindex")  # the overwrite replaces every vector
             rows = self.table.rows_without_vectors()
             vectors: list[Vector] = []
@@ -412,7 +598,9 @@ class Memory:
         return len(rows)
 
     def flush(self) -> None:
-        """Write accumulated recall counts (recall stays a pure read on its hot path)."""
+        """Write accumulated recall counts (recall stays a pure read on its hot path), and
+        retry the team outbox once per refresh interval while the pool answers."""
+        self._drain_outbox()
         with self._lock:
             pending, self._pending_recalls = self._pending_recalls, Counter()
         by_count: dict[int, list[str]] = {}
@@ -432,6 +620,21 @@ class Memory:
                         self._pending_recalls.update(dict.fromkeys(group, times))
                 raise
             del by_count[count]
+
+    def _drain_outbox(self) -> None:
+        team = self.team
+        if team is None or team.tier.status().reachable is not True:
+            return
+        now = time.monotonic()
+        if now - self._drained_at < self.settings.refresh_seconds or not team.outbox.pending():
+            return
+        self._drained_at = now
+        try:
+            drained = self.share([])
+        except Retryable as exc:
+            logger.info("the team outbox waits: %s", exc)
+            return
+        logger.info("team outbox: %s", Counter(r.status for r in drained))
 
     # -- backups ---------------------------------------------------------------------------------
 
@@ -463,6 +666,6 @@ class Memory:
         try:
             self.flush()
         finally:
-            self.table.close()
-            with self._lock:
-                self._keywords = None
+            self._personal.close()
+            if self.team is not None:
+                self.team.close()
