@@ -7,12 +7,13 @@ safety    backup, restore, purge
 sessions  distill, queue, hook
 clients   install, uninstall
 quality   eval, map
+team      share
 """
 
-from mtl_mcp.cli import admin, clients, insights, quality, safety, sessions
+from mtl_mcp.cli import admin, clients, insights, quality, safety, sessions, team
 from mtl_mcp.cli.app import cli
 
-for _module in (admin, insights, sessions, clients, safety, quality):
+for _module in (admin, insights, team, sessions, clients, safety, quality):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

@@ -68,6 +68,9 @@ class RecallResult(BaseModel):
     plan: str
     project: str | None = Field(description="The project the recall was scoped against.")
     results: list[RecallHit]
+    notice: str | None = Field(
+        default=None, description="Why the team pool's newest insights may be missing."
+    )
 
 
 class RecordSessionResult(BaseModel):
@@ -256,19 +259,25 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall the past-session insights most relevant to your plan, before you start work."""
         ref = await project_of(ctx, project)
-        hits = await call(
-            lambda m: m.recall(
-                plan,
-                k=k,
-                scope=scope,
-                project=ref.id if ref else None,
-                domains=domains,
-                min_score=min_score,
+        hits, notice = await call(
+            lambda m: (
+                m.recall(
+                    plan,
+                    k=k,
+                    scope=scope,
+                    project=ref.id if ref else None,
+                    domains=domains,
+                    min_score=min_score,
+                ),
+                m.team_notice(),
             )
         )
-        result = RecallResult(plan=plan, project=ref.id if ref else None, results=hits)
+        result = RecallResult(
+            plan=plan, project=ref.id if ref else None, results=hits, notice=notice
+        )
+        text = recall_text(hits) + (f"\n\n({notice})" if notice else "")
         return CallToolResult(
-            content=[TextContent(type="text", text=recall_text(hits))],
+            content=[TextContent(type="text", text=text)],
             structured_content=result.model_dump(mode="json"),
         )
 

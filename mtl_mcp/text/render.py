@@ -29,6 +29,7 @@ def recall_text(hits: Sequence[RecallHit]) -> str:
     blocks = []
     for n, hit in enumerate(hits, 1):
         origin = f" · learned in {hit.domain}" if hit.domain else ""
+        origin += " · from the team pool" if hit.source == "team" else ""
         lesson = "what worked" if hit.polarity == "success" else "a mistake to avoid"
         blocks.append(
             f"{n}. {one_line(hit.title)} [{lesson} · {hit.category}{origin} · "
