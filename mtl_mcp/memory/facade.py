@@ -622,11 +622,16 @@ class Memory:
             del by_count[count]
 
     def _drain_outbox(self) -> None:
+        """Share what waits in the outbox, at most once per refresh interval, and only once
+        a background refresh has heard from the pool (an idle process starts one)."""
         team = self.team
-        if team is None or team.tier.status().reachable is not True:
+        if team is None or not team.outbox.pending():
+            return
+        if team.tier.status().reachable is not True:
+            team.tier.refresh_when_due()
             return
         now = time.monotonic()
-        if now - self._drained_at < self.settings.refresh_seconds or not team.outbox.pending():
+        if now - self._drained_at < self.settings.refresh_seconds:
             return
         self._drained_at = now
         try:

@@ -161,6 +161,8 @@ class TeamPool:
 
         Raises StoreUnavailable or StoreBusy when the pool cannot take them now.
         """
+        if not items:
+            return []
         self.table.open()  # the first share creates the pool
         snapshot = self.table.refresh()  # the latest: dedup sees every member's shares
         if problem := self.model_problem(model):

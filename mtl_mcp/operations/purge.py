@@ -132,24 +132,23 @@ def _purge(
     _, versions = memory.purge(ids)
     team_versions = memory.purge_shared({i.id for i in shared})[1] if shared else 0
     ordered = sorted({i.id: i for i in [*insights, *shared]}.values(), key=lambda i: i.id)
-    scan = [str(p) for p in find_traces(settings, trace)]
-    unscanned = []
-    for uri in _object_stores(settings):
-        found = scan_objects(uri, settings.storage, trace)
-        scan += found.matches
-        unscanned += found.unscanned
-    return PurgeReport(
+    report = PurgeReport(
         ids=[i.id for i in ordered],
         titles=[i.title for i in ordered],
         versions_removed=versions,
         backup=backup.name if backup else None,
         scrubbed_backups=scrub_backups(settings, ids, in_backups),
         scrubbed_files=[str(p) for p in scrub_files(settings, in_files)],
-        traces=scan,
         team_ids=sorted(i.id for i in shared),
         team_versions_removed=team_versions,
-        unscanned=unscanned,
     )
+    # Last, once everything is rewritten: what is left anywhere.
+    report.traces = [str(p) for p in find_traces(settings, trace)]
+    for uri in _object_stores(settings):
+        found = scan_objects(uri, settings.storage, trace)
+        report.traces += found.matches
+        report.unscanned += found.unscanned
+    return report
 
 
 def _object_stores(settings: Settings) -> list[str]:

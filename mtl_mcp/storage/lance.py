@@ -36,7 +36,12 @@ _Translation = tuple[tuple[type[BaseException], ...], re.Pattern[str], type[Stor
 _LANCE = (RuntimeError, OSError, ValueError)
 _TRANSLATIONS: tuple[_Translation, ...] = (
     # Optimistic concurrency: another writer committed first. Retrying the write helps.
-    (_LANCE, re.compile(r"conflict|retryable|too many concurrent writers", re.I), StoreBusy),
+    # (An overwrite by a restore or reindex elsewhere makes an update "incompatible".)
+    (
+        _LANCE,
+        re.compile(r"conflict|retryable|too many concurrent writers|incompatible transaction", re.I),
+        StoreBusy,
+    ),
     # A bucket that does not exist is a setting to fix, not damage or an outage.
     (_LANCE, re.compile(r"NoSuchBucket|bucket does not exist", re.I), StoreError),
     # The object store did not answer: network, endpoint or service down. Nothing changed.

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
+KEEP_VERSIONS = timedelta(hours=1)  # how long compaction keeps older versions, locally
+KEEP_REMOTE_VERSIONS = timedelta(minutes=10)  # and on object storage
 WRITE_ATTEMPTS = 6
 T = TypeVar("T")
 DOCTOR = "run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
@@ -352,8 +354,11 @@ class InsightTable:
                 return
             try:
                 with lance_errors(f"compacting {self.uri}", "skipped"):
-                    # Versions younger than an hour stay, so concurrent readers keep theirs.
-                    table.optimize(cleanup_older_than=timedelta(hours=1))
+                    # Younger versions stay, so concurrent readers keep theirs. On object
+                    # storage every version check lists them all, and a reader there holds
+                    # a version only while it loads a snapshot: minutes are plenty.
+                    keep = KEEP_VERSIONS if self.local is not None else KEEP_REMOTE_VERSIONS
+                    table.optimize(cleanup_older_than=keep)
             except StoreBusy as exc:  # a write committed first: harmless, next time
                 logger.info("compaction deferred: %s", exc)
                 return

@@ -1,0 +1,176 @@
+"""Many machines on one pool, as separate processes: four members sharing at once, and two
+HTTP server replicas on one store on s3://."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.client import Client
+
+from mtl_mcp import Memory
+from mtl_mcp.config import load_settings
+from tests.conftest import distinct_lessons, lesson
+from tests.team.conftest import Bucket
+
+pytestmark = pytest.mark.slow
+
+MACHINES = 4
+EACH = 50
+PLANTED = 5  # lessons every machine shares: each must end as one row with support 4
+CHUNK = 10  # insights per share call; planted lesson k opens chunk k on every machine
+
+
+def _lessons(machine: int) -> list[dict[str, object]]:
+    unique = distinct_lessons(EACH - PLANTED, offset=machine * (EACH - PLANTED))
+    planted = distinct_lessons(PLANTED, offset=MACHINES * (EACH - PLANTED))
+    for k, draft in enumerate(planted):
+        unique.insert(k * CHUNK, draft)
+    return unique
+
+
+def _machine(home: str, team_uri: str, machine: int, statuses: Any) -> None:
+    """One member: record its lessons in its own store, then share them in chunks."""
+    memory = Memory(load_settings(Path(home), team_uri=team_uri))
+    ids = [r.id for r in memory.record(_lessons(machine))]
+    assert all(ids)
+    for start in range(0, len(ids), CHUNK):
+        for result in memory.share(ids[start : start + CHUNK]):
+            statuses.put((result.id, result.status, result.team_id))
+    memory.close()
+
+
+def test_four_machines_sharing_at_once_lose_nothing_and_duplicate_nothing(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    """4 processes with their own homes share 50 insights each into one pool at once: every
+    insight lands once, and the 5 lessons all of them share are one row each, backed by 4."""
+    team_uri = bucket.uri("team")
+    context = multiprocessing.get_context("spawn")
+    statuses = context.Queue()
+    machines = [
+        context.Process(target=_machine, args=(str(tmp_path / f"m{n}"), team_uri, n, statuses))
+        for n in range(MACHINES)
+    ]
+    for machine in machines:
+        machine.start()
+    reported = [statuses.get(timeout=300) for _ in range(MACHINES * EACH)]
+    for machine in machines:
+        machine.join(120)
+        assert machine.exitcode == 0
+    assert Counter(status for _, status, _ in reported) == {
+        "shared": MACHINES * (EACH - PLANTED) + PLANTED,
+        "merged": (MACHINES - 1) * PLANTED,
+    }
+    reader = Memory(load_settings(tmp_path / "reader", team_uri=team_uri))
+    assert reader.team is not None
+    rows = list(reader.team.rows())
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids)) == MACHINES * (EACH - PLANTED) + PLANTED
+    assert {team_id for _, _, team_id in reported} == set(ids)
+    backed = sorted((row["support"], len(set(row["shared_by"]))) for row in rows)
+    assert backed[-PLANTED:] == [(MACHINES, MACHINES)] * PLANTED
+    assert backed[:-PLANTED] == [(1, 1)] * (MACHINES * (EACH - PLANTED))
+    reader.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Replica:
+    """`mtl-mcp serve --transport http` on its own machine (home), on a shared s3:// store."""
+
+    def __init__(self, home: Path, store_uri: str) -> None:
+        self.url = f"http://127.0.0.1:{_free_port()}/mcp"
+        env = {
+            **os.environ,
+            "MTL_MCP_HOME": str(home),
+            "MTL_MCP_STORE_URI": store_uri,
+            "MTL_MCP_REFRESH_SECONDS": "1",
+        }
+        port = self.url.rsplit(":", 1)[1].split("/")[0]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mtl_mcp", "serve", "--transport", "http", "--port", port],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 120
+        while True:
+            assert self.process.poll() is None, self.process.stderr.read()  # type: ignore[union-attr]
+            try:
+                httpx.get(self.url, timeout=1)
+                return
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the replica never answered"
+                time.sleep(0.2)
+
+    def stop(self) -> str:
+        self.process.terminate()
+        _, stderr = self.process.communicate(timeout=30)
+        return stderr.decode(errors="replace")
+
+
+@pytest.fixture
+def replicas(bucket: Bucket, tmp_path: Path) -> Iterator[list[Replica]]:
+    started = [Replica(tmp_path / f"replica{n}", bucket.uri("pool")) for n in range(2)]
+    logs: list[str] = []
+    try:
+        for replica in started:
+            replica.wait_ready()
+        yield started
+    finally:
+        logs = [replica.stop() for replica in started]
+    assert not any("Traceback" in log for log in logs), logs
+
+
+async def _call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+@pytest.mark.anyio
+async def test_a_write_through_one_replica_is_recalled_through_the_other(
+    replicas: list[Replica],
+) -> None:
+    """Two server replicas on one s3:// store: what one records, the other recalls once its
+    refresh interval has passed, and the other way round."""
+    one, two = replicas
+    plan = "Make the date test deterministic: control the clock, then rerun the suite."
+    clock = lesson(
+        "Pin the clock in date-dependent tests",
+        "Tests that read the current time fail at midnight; inject a fixed clock.",
+    )
+    timezone = lesson(
+        "Test dates in more than one time zone",
+        "Date code that passes in one zone fails in another; run date tests in two zones.",
+    )
+    async with Client(one.url) as first, Client(two.url) as second:
+        assert (await _call(first, "record_session", summary="s", insights=[clock]))["stored"]
+        assert (await _call(second, "record_session", summary="s", insights=[timezone]))["stored"]
+        for client, wanted in ((second, clock["title"]), (first, timezone["title"])):
+            deadline = time.monotonic() + 60
+            while True:
+                recalled = await _call(client, "recall_insights", plan=plan, k=2)
+                if wanted in {hit["title"] for hit in recalled["results"]}:
+                    break
+                assert time.monotonic() < deadline, f"{wanted!r} never reached the replica"
+                await anyio.sleep(0.5)
