@@ -1,3 +1,3 @@
-from mtl_mcp.cli import cli
+from mtl_mcp.cli import main
 
-cli()
+main()

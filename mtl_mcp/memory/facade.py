@@ -597,10 +597,11 @@ class Memory:
             )
         return len(rows)
 
-    def flush(self) -> None:
+    def flush(self, drain: bool = True) -> None:
         """Write accumulated recall counts (recall stays a pure read on its hot path), and
-        retry the team outbox once per refresh interval while the pool answers."""
-        self._drain_outbox()
+        (`drain`) retry the team outbox once per refresh interval while the pool answers."""
+        if drain:
+            self._drain_outbox()
         with self._lock:
             pending, self._pending_recalls = self._pending_recalls, Counter()
         by_count: dict[int, list[str]] = {}
@@ -667,9 +668,11 @@ class Memory:
         return backup.inspect_store(self.settings)
 
     def close(self) -> None:
-        """Flush pending counters; the memory can be used again afterwards (it reopens)."""
+        """Flush pending counters; the memory can be used again afterwards (it reopens).
+        The team outbox is left for the next share or a running server: closing never
+        waits on the pool."""
         try:
-            self.flush()
+            self.flush(drain=False)
         finally:
             self._personal.close()
             if self.team is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from mtl_mcp.index.bm25 import Bm25Index
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.index.fusion import fuse
+from mtl_mcp.index.fusion import Indices, fuse
 from mtl_mcp.index.methods import RecallMethod
 from mtl_mcp.schemas import Insight, ListSort, RecallHit, Scope, Source
 from mtl_mcp.storage.snapshot import Mask, Snapshot
@@ -85,19 +85,26 @@ def recall_hits(
     all_keyword = np.concatenate(keyword) if method.keywords and keyword else None
     best = fuse(all_scores if method.dense else None, all_keyword, k)
     owner, row, similarity = np.concatenate(owners), np.concatenate(rows), np.concatenate(sims)
-    hits = []
-    for i in best:
-        [record] = pools[int(owner[i])].records([int(row[i])])
-        hits.append(
-            RecallHit.model_validate(
-                {
-                    **record,
-                    "score": round(float(all_scores[i]), 4),
-                    "similarity": round(float(similarity[i]), 4),
-                }
-            )
+    return [
+        RecallHit.model_validate(
+            {
+                **record,
+                "score": round(float(all_scores[i]), 4),
+                "similarity": round(float(similarity[i]), 4),
+            }
         )
-    return hits
+        for i, record in zip(best, _records(pools, owner[best], row[best]), strict=True)
+    ]
+
+
+def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[str, Any]]:
+    """The rows at (pool, position) pairs, in that order: one take per pool."""
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for number, pool in enumerate(pools):
+        positions = [int(r) for r, o in zip(row, owner, strict=True) if o == number]
+        records = pool.records(positions) if positions else []
+        found.update(((number, r), x) for r, x in zip(positions, records, strict=True))
+    return [found[int(o), int(r)] for o, r in zip(owner, row, strict=True)]
 
 
 def list_page(
@@ -121,7 +128,7 @@ def list_page(
         keys.append(values.astype(np.float64))
     owner, row = np.concatenate(owners), np.concatenate(rows)
     page = np.argsort(-np.concatenate(keys), kind="stable")[offset : offset + limit]
-    items = [Insight.model_validate(pools[int(owner[i])].records([int(row[i])])[0]) for i in page]
+    items = [Insight.model_validate(r) for r in _records(pools, owner[page], row[page])]
     return items, len(row)
 
 

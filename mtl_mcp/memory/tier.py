@@ -29,6 +29,12 @@ from mtl_mcp.storage.table import InsightTable
 logger = logging.getLogger(__name__)
 
 LOAD_WAIT_MAX = 120.0  # seconds a first load may take once the store has answered
+THREAD_PREFIX = "mtl-refresh-"
+
+
+def refreshing() -> bool:
+    """Whether a background refresh is still waiting on an object store in this process."""
+    return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ class Tier:
         self._attempted = time.monotonic()
         self._answered = threading.Event()
         thread = threading.Thread(
-            target=self._refresh, name=f"mtl-refresh-{self.source}", daemon=True
+            target=self._refresh, name=f"{THREAD_PREFIX}{self.source}", daemon=True
         )
         self._refresher = thread
         thread.start()
@@ -150,9 +156,11 @@ class Tier:
                 self._empty = False
                 self._succeeded()
         except MtlError as exc:  # in a background thread: kept for status(), logged
-            logger.warning("could not refresh the %s store: %s", self.source, exc)
             with self._lock:
+                first = self._reachable is not False  # later failures: quieter
                 self._reachable, self._error = False, str(exc)
+            log = logger.warning if first else logger.info
+            log("could not refresh the %s store: %s", self.source, exc)
         finally:
             with self._lock:
                 self._refresher = None

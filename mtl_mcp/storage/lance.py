@@ -39,7 +39,9 @@ _TRANSLATIONS: tuple[_Translation, ...] = (
     # (An overwrite by a restore or reindex elsewhere makes an update "incompatible".)
     (
         _LANCE,
-        re.compile(r"conflict|retryable|too many concurrent writers|incompatible transaction", re.I),
+        re.compile(
+            r"conflict|retryable|too many concurrent writers|incompatible transaction", re.I
+        ),
         StoreBusy,
     ),
     # A bucket that does not exist is a setting to fix, not damage or an outage.
