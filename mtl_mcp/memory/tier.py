@@ -107,11 +107,15 @@ class Tier:
 
     def probe(self, wait: float) -> bool:
         """Whether the store answers within `wait` seconds: refreshes now, in the background,
-        and waits for it. A write asks this first, so an unreachable store costs it `wait`
-        seconds rather than LanceDB's minute of retries."""
+        and waits for it, unless a refresh succeeded within the last `refresh_seconds`. A
+        write asks this first, so an unreachable store costs it `wait` seconds rather than
+        LanceDB's minute of retries."""
         if not self.remote:
             return True
         with self._lock:
+            recent = time.monotonic() - self._attempted < self.refresh_seconds
+            if recent and self._refresher is None and self._reachable:
+                return True
             running = self._refresher or self._start()
         running.join(wait)
         with self._lock:

@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from mtl_mcp.config import Settings, local_path
-from mtl_mcp.errors import InputError, NotFoundError
+from mtl_mcp.errors import InputError, NotFoundError, StoreUnavailable
 from mtl_mcp.files import write_private
 from mtl_mcp.memory import Memory
 from mtl_mcp.schemas import Insight
@@ -72,11 +72,25 @@ def matching(memory: Memory, pattern: re.Pattern[str]) -> list[Insight]:
     return [i for i in memory.export() if row_matches(i.model_dump(), pattern)]
 
 
+def _shared(memory: Memory) -> list[Insight]:
+    """The insights you shared with the team pool (none without one); a pool that cannot
+    be reached stops the purge before anything changed."""
+    if memory.team is None:
+        return []
+    try:
+        return memory.shared_insights()
+    except StoreUnavailable as exc:
+        raise StoreUnavailable(
+            f"{exc}. Nothing was purged. Retry when the team pool answers, or purge your own "
+            "store now with MTL_MCP_TEAM_URI unset and the pool later"
+        ) from exc
+
+
 def team_matching(memory: Memory, pattern: re.Pattern[str]) -> tuple[list[Insight], int]:
     """Team insights with a field that matches: those you shared, and how many others did."""
+    mine = [i for i in _shared(memory) if row_matches(i.model_dump(), pattern)]
     if memory.team is None:
-        return [], 0
-    mine = [i for i in memory.shared_insights() if row_matches(i.model_dump(), pattern)]
+        return mine, 0
     everyone = sum(row_matches(row, pattern) for row in memory.team.rows())
     return mine, everyone - len(mine)
 
@@ -104,7 +118,7 @@ def insight_to_purge(memory: Memory, insight_id: str) -> Insight:
 def purge_insight(memory: Memory, insight: Insight) -> PurgeReport:
     """Purge one insight (yours, or one you shared with the team) and every trace of its
     text."""
-    shared = [i for i in memory.shared_insights() if i.id == insight.id] if memory.team else []
+    shared = [i for i in _shared(memory) if i.id == insight.id]
     if insight.source == "team" and not shared:
         raise InputError(
             f"{insight.id} was shared with the team pool by other members: only they can "

@@ -327,8 +327,8 @@ class InsightTable:
     def read(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         """`columns` of the rows matching `where`, read from the latest version now."""
         table = self.open()
-        with lance_errors(f"reading the store at {self.uri}", "retry"):
-            if self.local is None:
+        with self._writing, lance_errors(f"reading the store at {self.uri}", "retry"):
+            if self.local is None:  # not while a write of this process uses the handle
                 _follow_latest(table)
             rows: list[dict[str, Any]] = (
                 table.search().where(where).select(columns).limit(None).to_arrow().to_pylist()

@@ -13,7 +13,8 @@ from mtl_mcp.config import load_settings
 from mtl_mcp.errors import InputError
 from mtl_mcp.memory.sharing import SharePolicy
 from mtl_mcp.operations.purge import literal_pattern, purge_insight, purge_pattern
-from mtl_mcp.schemas import Provenance
+from mtl_mcp.schemas import Insight, Provenance
+from mtl_mcp.storage.table import InsightTable
 from tests.conftest import distinct_lessons, lesson
 from tests.team.conftest import Bucket, S3Server
 
@@ -249,3 +250,20 @@ def test_purge_leaves_no_object_in_the_bucket_holding_the_text(
     assert report.team_ids == [a.id] and report.traces == [] and report.unscanned == []
     assert bucket.holding(TOKEN, "team/") == []
     assert alice.team is not None and a.id not in {r["id"] for r in alice.team.rows()}
+
+
+@pytest.mark.slow
+def test_writers_on_object_storage_compact_in_turn_without_lock_files(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    """Two tables ("machines") alternate 55 single inserts into one s3:// store: the one whose
+    commit makes version 50 compacts, nothing fails, and no lock file is made."""
+    settings = load_settings(tmp_path / "home", store_uri=bucket.uri("shared"))
+    a, b = (InsightTable(settings, lambda: ("test-model", 4)) for _ in range(2))
+    row = Insight(id="ins_0", title="t", description="d", content="c").model_dump()
+    for n in range(55):
+        (a if n % 2 else b).insert([{**row, "id": f"ins_{n:04d}", "vector": [0.5] * 4}])
+    latest = a.refresh()  # a's handle stays where a last wrote: b wrote the last one
+    assert len(latest) == 55 and latest.version > 56  # 1 + 55 commits, and a compaction's
+    assert b.open().stats()["fragment_stats"]["num_fragments"] < 20
+    assert not list(tmp_path.rglob("*.lock"))
