@@ -4,10 +4,6 @@ HTTP server replicas on one store on s3://."""
 from __future__ import annotations
 
 import multiprocessing
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp.client import Client
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
 from tests.conftest import distinct_lessons, lesson
+from tests.frontdoors.test_http import Server  # the HTTP server in a subprocess
 from tests.team.conftest import Bucket
 
 pytestmark = pytest.mark.slow
@@ -85,58 +81,22 @@ def test_four_machines_sharing_at_once_lose_nothing_and_duplicate_nothing(
     reader.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Replica:
-    """`mtl-mcp serve --transport http` on its own machine (home), on a shared s3:// store."""
-
-    def __init__(self, home: Path, store_uri: str) -> None:
-        self.url = f"http://127.0.0.1:{_free_port()}/mcp"
-        env = {
-            **os.environ,
-            "MTL_MCP_HOME": str(home),
-            "MTL_MCP_STORE_URI": store_uri,
-            "MTL_MCP_REFRESH_SECONDS": "1",
-        }
-        port = self.url.rsplit(":", 1)[1].split("/")[0]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mtl_mcp", "serve", "--transport", "http", "--port", port],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 120
-        while True:
-            assert self.process.poll() is None, self.process.stderr.read()  # type: ignore[union-attr]
-            try:
-                httpx.get(self.url, timeout=1)
-                return
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the replica never answered"
-                time.sleep(0.2)
-
-    def stop(self) -> str:
-        self.process.terminate()
-        _, stderr = self.process.communicate(timeout=30)
-        return stderr.decode(errors="replace")
-
-
 @pytest.fixture
-def replicas(bucket: Bucket, tmp_path: Path) -> Iterator[list[Replica]]:
-    started = [Replica(tmp_path / f"replica{n}", bucket.uri("pool")) for n in range(2)]
-    logs: list[str] = []
+def replicas(
+    bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[Server]]:
+    """Two `mtl-mcp serve --transport http` processes, own homes, one s3:// store."""
+    monkeypatch.setenv("MTL_MCP_STORE_URI", bucket.uri("pool"))
+    monkeypatch.setenv("MTL_MCP_REFRESH_SECONDS", "1")
+    started = [Server(tmp_path / f"replica{n}") for n in range(2)]
     try:
         for replica in started:
             replica.wait_ready()
         yield started
     finally:
-        logs = [replica.stop() for replica in started]
+        for replica in started:
+            replica.stop()
+    logs = [replica.process.stderr.read().decode(errors="replace") for replica in started]  # type: ignore[union-attr]
     assert not any("Traceback" in log for log in logs), logs
 
 
@@ -149,7 +109,7 @@ async def _call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_a_write_through_one_replica_is_recalled_through_the_other(
-    replicas: list[Replica],
+    replicas: list[Server],
 ) -> None:
     """Two server replicas on one s3:// store: what one records, the other recalls once its
     refresh interval has passed, and the other way round."""
