@@ -33,6 +33,10 @@ class Settings:
     )
     digest_tokens: int = field(default=6000, metadata={"env": "MTL_MCP_DIGEST_TOKENS"})
     daily_token_budget: int = field(default=300_000, metadata={"env": "MTL_MCP_DAILY_TOKENS"})
+    service: bool = field(default=True, metadata={"env": "MTL_MCP_SERVICE"})
+    service_idle_seconds: float = field(
+        default=600.0, metadata={"env": "MTL_MCP_SERVICE_IDLE_SECONDS"}
+    )
 
     def __post_init__(self) -> None:
         if not self.store_uri:
@@ -41,6 +45,11 @@ class Settings:
             raise ConfigError(
                 f"digest_tokens {self.digest_tokens} is too small to describe a session: "
                 "use at least 200 (default 6000)"
+            )
+        if self.service_idle_seconds <= 0:
+            raise ConfigError(
+                f"service_idle_seconds {self.service_idle_seconds} must be positive: the "
+                "service exits after that long with no window (default 600)"
             )
         if not 0.5 <= self.dedup_threshold <= 1.0:
             raise ConfigError(

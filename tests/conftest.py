@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +19,42 @@ from mtl_mcp.config import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
-def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("MTL_MCP_HOME", str(tmp_path / "home"))
+    # A test's windows share one service, which must not outlive the test by much.
+    monkeypatch.setenv("MTL_MCP_SERVICE_IDLE_SECONDS", "30")
     monkeypatch.setenv("MTL_MCP_STARTER", "0")  # tests that want the starter pack turn it on
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     monkeypatch.delenv("MTL_MCP_EMBED_MODEL", raising=False)
+    monkeypatch.delenv("MTL_MCP_SERVICE", raising=False)
+    yield
+    stop_services_under(tmp_path)
+
+
+def services_under(root: Path) -> list[int]:
+    """Pids of `mtl-mcp service` processes whose data directory is under `root`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"service" in argv and b"--home" in argv:
+            home = argv[argv.index(b"--home") + 1].decode(errors="replace")
+            if Path(home).is_relative_to(root):
+                found.append(int(proc.name))
+    return found
+
+
+def stop_services_under(root: Path) -> None:
+    """No service a test started outlives it."""
+    for pid in services_under(root):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(autouse=True)

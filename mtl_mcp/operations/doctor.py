@@ -148,6 +148,34 @@ def _backups(settings: Settings) -> Check:
     )
 
 
+def _service(settings: Settings) -> Check:
+    from mtl_mcp.operations.service import Rendezvous, request
+
+    if not settings.service:
+        return Check(
+            name="service",
+            ok=True,
+            required=False,
+            detail="off (MTL_MCP_SERVICE=off): every window loads its own model and store",
+        )
+    status = request(settings, "status", timeout=5.0)
+    if status and status.get("ok"):
+        return Check(
+            name="service",
+            ok=True,
+            required=False,
+            detail=f"running: pid {status['pid']}, version {status['version']}, "
+            f"{status['windows']} windows, {status['rss_mb']} MB resident",
+        )
+    log = Rendezvous.of(settings).log_file
+    return Check(
+        name="service",
+        ok=True,
+        required=False,
+        detail=f"not running: the first window starts it (its log: {log})",
+    )
+
+
 def _open_to_others(path: Path) -> bool:
     try:
         return not path.is_symlink() and bool(path.stat().st_mode & 0o077)
@@ -182,5 +210,6 @@ def run_checks(settings: Settings) -> list[Check]:
             checks.append(_store(settings))
     if checks[0].ok:
         checks.append(_backups(settings))
+        checks.append(_service(settings))
     checks.append(_api_key(settings))
     return checks

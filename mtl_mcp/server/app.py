@@ -1,18 +1,23 @@
 """The MCP front door: thin tools over `Memory`. Never prints: stdout is the MCP wire.
 
-Nothing heavy happens before `initialize` and `tools/list` are answered: the store opens
-and the model loads in a background thread started once the first request after the
-handshake has been handled (or on first use, if a tool is called sooner).
+One server instance serves one window in-process (stdio), every window of the shared
+service (`mtl_mcp.server.service`), or every client of the HTTP transport. A `MemoryKeeper`
+owns the memory: it opens the store and loads the model in a background thread (in-process:
+once the handshake is answered; in the service: at start), and saves recall counters every
+couple of seconds. A window's own context (its project) travels with its connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -24,7 +29,6 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from mtl_mcp import __version__
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
@@ -41,6 +45,7 @@ from mtl_mcp.schemas import (
     Scope,
 )
 from mtl_mcp.text.render import RECALL_HEADER, insight_markdown, recall_text
+from mtl_mcp.version import __version__
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
@@ -105,13 +110,28 @@ def _fail(exc: MtlError) -> ToolError:
     return ToolError(str(exc))
 
 
-class MemoryHandle:
-    """Creates the memory on first use: importing numpy, pyarrow and lancedb is not free."""
+@dataclass(frozen=True)
+class Window:
+    """What a client window tells the shared service about itself."""
+
+    project_dir: str | None = None  # its CLAUDE_PROJECT_DIR
+    cwd: str | None = None
+    client: str | None = None
+
+
+# The window a request comes from, set per connection by the service; None in-process.
+WINDOW: ContextVar[Window | None] = ContextVar("mtl_mcp_window", default=None)
+
+
+class MemoryKeeper:
+    """Owns one memory for a server: created on first use (importing numpy, pyarrow and
+    lancedb is not free), warmed in a background thread, counters flushed, closed."""
 
     def __init__(self, settings: Settings, memory: Memory | None = None) -> None:
         self._settings = settings
         self._memory = memory
         self._lock = threading.Lock()
+        self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
 
     def get(self) -> Memory:
         with self._lock:
@@ -121,7 +141,12 @@ class MemoryHandle:
                 self._memory = Memory(self._settings)
             return self._memory
 
-    def warm(self) -> None:
+    def start_warming(self) -> None:
+        """Open the store and load the model in the background (once)."""
+        with contextlib.suppress(RuntimeError):  # already started by a concurrent request
+            self._warmer.start()
+
+    def _warm(self) -> None:
         try:
             self.get().warm()
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
@@ -129,35 +154,69 @@ class MemoryHandle:
         except Exception:  # never let the warm-up thread die noisily
             logger.exception("warm-up failed")
 
-    def flush(self) -> None:
-        """Save recall counters, if the store was ever opened."""
+    async def keep_flushing(self) -> None:
+        """Save recall counters every FLUSH_SECONDS, until cancelled."""
+        while True:
+            await anyio.sleep(FLUSH_SECONDS)
+            if self._memory is None:
+                continue
+            try:
+                await anyio.to_thread.run_sync(self._memory.flush)
+            except MtlError as exc:
+                logger.warning("could not save recall counts: %s", exc)
+            except Exception:  # a background task must never take the server down
+                logger.exception("could not save recall counts")
+
+    async def close(self) -> None:
+        """Wait for a warm-up in flight (an import cut short at exit aborts), then close."""
+        if self._warmer.ident is not None:
+            await anyio.to_thread.run_sync(self._warmer.join, 10.0)
         if self._memory is not None:
-            self._memory.flush()
+            await anyio.to_thread.run_sync(self._memory.close)
 
-    def close(self) -> None:
-        if self._memory is not None:
-            self._memory.close()
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Flush counters while the block runs; close the memory when it ends."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self.keep_flushing)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+                await self.close()
 
 
-def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[Any]:
-    """The MCP server over one memory (created lazily unless a test passes one)."""
-    handle = MemoryHandle(settings, memory)
+def build_server(
+    settings: Settings, memory: Memory | None = None, *, keeper: MemoryKeeper | None = None
+) -> MCPServer[Any]:
+    """The MCP server over one memory.
+
+    In-process (no `keeper`), the server's lifespan owns the memory: created lazily unless a
+    test passes one, warmed once the handshake is answered. The shared service passes its
+    own keeper, which it warms and closes itself.
+    """
+    own = keeper is None
+    keeper = keeper or MemoryKeeper(settings, memory)
     roots_project: dict[int, ProjectRef | None] = {}
 
     async def call(work: Callable[[Memory], T]) -> T:
         """Run blocking memory work off the event loop; MtlError becomes a ToolError."""
+        assert keeper is not None
+        get = keeper.get
         try:
-            return await anyio.to_thread.run_sync(lambda: work(handle.get()))
+            return await anyio.to_thread.run_sync(lambda: work(get()))
         except MtlError as exc:
             raise _fail(exc) from exc
 
     async def project_of(ctx: Context | None, explicit: str | None) -> ProjectRef | None:
-        """The argument, else CLAUDE_PROJECT_DIR, else the client's first file root."""
-        if found := current_project(explicit):
+        """The argument, else the window's Claude Code project, else its first file root."""
+        window = WINDOW.get()
+        project_dir = window.project_dir if window else os.environ.get("CLAUDE_PROJECT_DIR")
+        if found := current_project(explicit, project_dir):
             return found
         if ctx is None:
             return None
-        # Per client session: one HTTP server can serve several clients, each with its roots.
+        # Per client session: one server serves several clients, each with its roots.
         session = id(ctx.session)
         if session not in roots_project:
             found_root: ProjectRef | None = None
@@ -181,25 +240,19 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_flush_periodically, handle)
-            try:
-                yield
-            finally:
-                tasks.cancel_scope.cancel()
-                # An import still running in the warm-up thread at interpreter exit aborts it.
-                if warmer.ident is not None:
-                    await anyio.to_thread.run_sync(warmer.join, 10.0)
-                await anyio.to_thread.run_sync(handle.close)
-
-    warmer = threading.Thread(target=handle.warm, name="mtl-warm", daemon=True)
+        if not own:  # the service keeps the memory itself
+            yield
+            return
+        assert keeper is not None
+        async with keeper.running():
+            yield
 
     async def warm_after_handshake(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         """Start the warm-up once a request other than `initialize` has been answered."""
         result = await call_next(ctx)
-        if ctx.request_id is not None and ctx.method != "initialize" and warmer.ident is None:
-            with contextlib.suppress(RuntimeError):  # already started by a concurrent request
-                warmer.start()
+        if ctx.request_id is not None and ctx.method != "initialize":
+            assert keeper is not None
+            keeper.start_warming()
         return result
 
     mcp: MCPServer[Any] = MCPServer(
@@ -310,7 +363,10 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
         Without insights, the summary (or the transcript) is distilled into insights with the
         Anthropic API when an API key is configured.
         """
-        ref = await project_of(ctx, project) or resolve_project(".")
+        window = WINDOW.get()
+        ref = await project_of(ctx, project) or resolve_project(
+            (window.cwd if window else None) or "."
+        )
         if len(insights or []) > 3:
             raise ToolError("record at most 3 insights per session: keep the most transferable")
         provenance = Provenance(project=ref.id, client="mcp")
@@ -424,14 +480,3 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
         )
 
     return mcp
-
-
-async def _flush_periodically(memory: MemoryHandle) -> None:
-    while True:
-        await anyio.sleep(FLUSH_SECONDS)
-        try:
-            await anyio.to_thread.run_sync(memory.flush)
-        except MtlError as exc:
-            logger.warning("could not save recall counts: %s", exc)
-        except Exception:  # a background task must never take the server down
-            logger.exception("could not save recall counts")
