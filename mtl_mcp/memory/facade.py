@@ -92,7 +92,9 @@ class Memory:
         self.table = InsightTable(self.settings, self._model_info)
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
-        self._keywords: tuple[Snapshot, Bm25Index] | None = None
+        # The keyword index: (the snapshot, its generation when built, the index).
+        self._keywords: tuple[Snapshot, int, Bm25Index] | None = None
+        self._rebuilding = False
         self._pending_recalls: Counter[str] = Counter()
 
     # -- parts ----------------------------------------------------------------------------
@@ -137,11 +139,34 @@ class Memory:
             )
 
     def _keyword_index(self, snapshot: Snapshot) -> Bm25Index:
-        """BM25 over the snapshot's texts, built once per snapshot (patches keep texts)."""
+        """BM25 over the snapshot's texts, built once per snapshot.
+
+        Rows this process appended (its own inserts) are not in the index until a
+        background rebuild catches up: recall never waits for it, and finds the new rows by
+        meaning meanwhile. A reloaded snapshot gets a new index at once.
+        """
         with self._lock:
-            if self._keywords is None or self._keywords[0] is not snapshot:
-                self._keywords = (snapshot, Bm25Index(snapshot.texts()))
-            return self._keywords[1]
+            cached = self._keywords
+            if cached is None or cached[0] is not snapshot:
+                index = Bm25Index(snapshot.texts())
+                self._keywords = (snapshot, snapshot.generation, index)
+                return index
+            if cached[1] != snapshot.generation and not self._rebuilding:
+                self._rebuilding = True
+                threading.Thread(
+                    target=self._rebuild_keywords, args=(snapshot,), name="mtl-bm25", daemon=True
+                ).start()
+            return cached[2]
+
+    def _rebuild_keywords(self, snapshot: Snapshot) -> None:
+        try:
+            generation, texts = snapshot.generation, snapshot.texts()
+            index = Bm25Index(texts)
+            with self._lock:
+                if self._keywords is not None and self._keywords[0] is snapshot:
+                    self._keywords = (snapshot, generation, index)
+        finally:
+            self._rebuilding = False
 
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use."""

@@ -56,7 +56,13 @@ def recall_hits(
     if min_score is not None:
         keep = scores >= min_score
         indices, sims, scores = indices[keep], sims[keep], scores[keep]
-    keyword = keywords.scores(plan)[indices] if keywords is not None else None
+    keyword = None
+    if keywords is not None:
+        # Rows appended after the index was built score 0 until it is rebuilt.
+        scores_by_row = np.zeros(len(snapshot), dtype=np.float32)
+        found = keywords.scores(plan)
+        scores_by_row[: len(found)] = found
+        keyword = scores_by_row[indices]
     best = fuse(scores if method.dense else None, keyword, k)
     records = snapshot.records([int(indices[i]) for i in best])
     return [

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from mtl_mcp.config import Settings
@@ -216,10 +217,16 @@ class InsightTable:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
-        """Insert rows whose ids are new; an id already present (another writer) is kept."""
-        if rows:
-            data = pa.Table.from_pylist(rows, schema=self.open().schema)
-            self.write(lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data))
+        """Insert rows whose ids are new; an id already present (another writer) is kept.
+        The in-memory snapshot gains them too, when no other writer came between."""
+        if not rows:
+            return
+        data = pa.Table.from_pylist(rows, schema=self.open().schema)
+        vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
+        self.write(
+            lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data),
+            patch=lambda snapshot: snapshot.append(data.drop_columns(["vector"]), vectors),
+        )
 
     def update(
         self,
