@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mtl_mcp.config import Settings
 from mtl_mcp.learning.spool import Job, Spool
+from mtl_mcp.learning.transcripts import missing_conversation
 from mtl_mcp.operations.context import cached_context
 from mtl_mcp.project import resolve_project
 
@@ -110,11 +111,14 @@ def spawn_detached(settings: Settings, *args: str) -> None:
 
 
 def session_end(raw: str, settings: Settings) -> str:
-    """Spool the session for distillation and start a worker; returns what was done."""
+    """Spool a session that holds a conversation and start a worker; returns what was done."""
     payload = parse_input(raw)
     session = payload.session_id or payload.conversation_id
     if not payload.transcript_path or not session:
         return "no transcript_path or session id in the hook input: nothing to distil"
+    # `claude mcp list` ends a "session" whose transcript never exists: no job for that.
+    if problem := missing_conversation(Path(payload.transcript_path)):
+        return f"session {session} dropped: its transcript {problem}"
     job = Job(
         session_id=session,
         transcript_path=payload.transcript_path,

@@ -116,6 +116,27 @@ def test_session_end_hook_returns_at_once_and_insights_land(
         assert text not in logs
 
 
+@pytest.mark.parametrize("transcript", ["never-written.jsonl", "empty.jsonl"])
+def test_session_end_without_a_conversation_queues_no_job(
+    settings: Settings, tmp_path: Path, transcript: str
+) -> None:
+    """`claude mcp list` ends a session whose transcript never exists: dropped, one log line."""
+    (tmp_path / "empty.jsonl").touch()
+    payload = {
+        "session_id": "ghost-1",
+        "transcript_path": str(tmp_path / transcript),
+        "cwd": str(tmp_path),
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+    }
+    done, _ = hook(settings, "session-end", payload, {**os.environ})
+    assert done.returncode == 0 and done.stdout == ""
+    assert list(Spool(settings).jobs()) == []
+    [line] = (settings.home / "logs" / "hooks.log").read_text().splitlines()
+    assert "session ghost-1 dropped: its transcript" in line
+    assert not (settings.home / "logs" / "worker.log").exists()  # no worker was started
+
+
 def test_api_outage_keeps_the_job_and_a_later_run_stores_it(
     settings: Settings, fake: FakeAnthropic, api_env: dict[str, str], tmp_path: Path
 ) -> None:
