@@ -3,7 +3,8 @@
 Hooks never fail the user's session: every error is logged to `<home>/logs/hooks.log` and
 the exit code is 0. They import nothing heavy: session-end returns in a fraction of a second
 and leaves distillation to a detached worker; session-start prints context precomputed for
-the project by a detached refresh, so it never waits for LanceDB or the model.
+the project by a detached refresh (or, in a project's first session, the general context),
+so it never waits for LanceDB or the model.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def session_end(raw: str, settings: Settings) -> str:
 
 
 def session_start(raw: str, settings: Settings) -> str:
-    """The context to inject: precomputed for this project, refreshed in the background."""
+    """The context to inject: precomputed for this project (else the general context),
+    refreshed in the background."""
     payload = parse_input(raw)
     project = resolve_project(payload.project_dir or Path.cwd())
     if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled

@@ -77,10 +77,14 @@ def settings() -> Settings:
 
 
 def open_memory() -> Memory:
-    """The memory for this command, closed (counters flushed) when the command ends."""
-    from mtl_mcp.memory import Memory
+    """The memory for this command, closed (counters flushed) when the command ends.
 
-    memory = Memory(settings())
+    A change to the insights rewrites the general session-start context.
+    """
+    from mtl_mcp.memory import Memory
+    from mtl_mcp.operations.context import refresh_general_context
+
+    memory = Memory(settings(), on_change=refresh_general_context)
     click.get_current_context().call_on_close(memory.close)
     return memory
 

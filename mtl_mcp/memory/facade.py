@@ -84,11 +84,22 @@ class ImportReport(BaseModel):
 
 
 class Memory:
-    """A store of abstract insights: record, recall, browse, rate, forget, back up."""
+    """A store of abstract insights: record, recall, browse, rate, forget, back up.
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+    `on_change` is called with the memory after every change to the insights themselves
+    (recorded, merged, imported, rated, forgotten, purged, restored; not recall counters),
+    for a front door to keep what it derives from them in step.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_change: Callable[[Memory], None] | None = None,
+    ) -> None:
         self.settings = settings or load_settings()
         self._embedder = embedder
+        self._on_change = on_change
         self.table = InsightTable(self.settings, self._model_info)
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
@@ -143,6 +154,10 @@ class Memory:
                 self._keywords = (snapshot, Bm25Index(snapshot.texts()))
             return self._keywords[1]
 
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
+
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use."""
         self._open()
@@ -187,6 +202,7 @@ class Memory:
             for target, draft in plan.merges:  # after the insert: the target may be a new row
                 sql = ingest.merge_sql(draft, provenance)
                 self.table.update(f"id = {sql_string(target)}", sql)
+        self._changed()
         return results
 
     def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
@@ -218,6 +234,7 @@ class Memory:
                 if verdict.status == "stored" and item.id in present:
                     verdict.status = "merged"  # already there: merge_insert kept the stored row
                 results[n] = verdict
+            self._changed()
         return [results[n] for n in range(len(items))]
 
     def import_file(
@@ -375,6 +392,7 @@ class Memory:
                 f"{note_text}), -{NOTES_KEPT}, -1)"
             )
         self.table.update(f"id = {sql_string(insight)}", values_sql)
+        self._changed()
         return self.get(insight)
 
     def forget(self, insight: str) -> Insight:
@@ -382,6 +400,7 @@ class Memory:
         them (an hour later at the earliest): `purge` removes it from disk at once."""
         current = self.get(insight)
         self.table.delete(f"id = {sql_string(insight)}")
+        self._changed()
         return current
 
     def purge(self, ids: Collection[str]) -> tuple[int, int]:
@@ -389,7 +408,9 @@ class Memory:
         included. Waits for other processes' writes; readers of older versions fail once
         and reload. Returns (insights deleted, versions removed)."""
         self._open()
-        return self.table.purge(ids)
+        purged = self.table.purge(ids)
+        self._changed()
+        return purged
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
@@ -452,6 +473,7 @@ class Memory:
         self.close()
         result = backup.restore_backup(self.settings, chosen)
         self._seeded = True  # a restored store is never seeded
+        self._changed()
         return result
 
     def inspect(self) -> str | None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from mtl_mcp import __version__
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
+from mtl_mcp.operations.context import refresh_general_context
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
 from mtl_mcp.schemas import (
     Category,
@@ -118,7 +119,7 @@ class MemoryHandle:
             if self._memory is None:
                 from mtl_mcp.memory import Memory
 
-                self._memory = Memory(self._settings)
+                self._memory = Memory(self._settings, on_change=refresh_general_context)
             return self._memory
 
     def warm(self) -> None:

@@ -266,8 +266,11 @@ def test_hooks_exit_zero_on_garbage_and_log_the_problem(settings: Settings, tmp_
     assert "failed" in (settings.home / "logs" / "hooks.log").read_text()
 
 
-def test_session_start_injects_precomputed_context(settings: Settings, tmp_path: Path) -> None:
-    """The first start schedules a refresh; later starts print the project's insights."""
+def test_session_start_injects_context_from_the_first_session(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The first start prints starter lessons and schedules a refresh; later starts print
+    the project's precomputed context."""
     Memory(load_settings(settings.home, starter=True)).stats()  # starter pack
     payload = {
         "session_id": "s",
@@ -275,10 +278,10 @@ def test_session_start_injects_precomputed_context(settings: Settings, tmp_path:
         "hook_event_name": "SessionStart",
         "source": "startup",
     }
-    env = {**os.environ}
+    env = {**os.environ, "MTL_MCP_STARTER": "1"}
     first, _ = hook(settings, "session-start", payload, env)
-    assert first.returncode == 0
-    wait_for(lambda: any((settings.home / "context").glob("*.md")))
+    assert first.returncode == 0 and "not instructions" in first.stdout
+    wait_for(lambda: len(list((settings.home / "context").glob("*.md"))) == 2)
     second, _ = hook(settings, "session-start", payload, env)
     assert second.returncode == 0 and "recall_insights" in second.stdout
     assert "not instructions" in second.stdout and len(second.stdout) < 10_000
