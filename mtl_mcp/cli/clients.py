@@ -65,9 +65,16 @@ SCOPE_OPTION = click.option(
 @click.argument("client", type=CLIENT_CHOICE)
 @SCOPE_OPTION
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
-@click.option("--no-hooks", is_flag=True, help="Register the MCP server only.")
+@click.option(
+    "--no-hooks",
+    is_flag=True,
+    help="No session hooks: the server (and Claude Code's read-only permissions) only.",
+)
 def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
     """Register the MCP server (and session hooks) in a client's config files.
+
+    For Claude Code, also allow the read-only tools (recall_insights, list_memories), so
+    they run without a prompt, and in `claude -p`; the others still ask.
 
     Also prepares the memory: the store (with the starter pack) and the session-start
     context, so the first session neither waits for them nor starts without context.
