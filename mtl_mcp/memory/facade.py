@@ -124,6 +124,10 @@ class Memory:
         self._open()
         return self.table.meta
 
+    def exists(self) -> bool:
+        """Whether the store was created already; asking does not create it."""
+        return self.table.exists()
+
     def _open(self) -> None:
         """Open the table; a store this call created gets the starter pack."""
         self.table.open()

@@ -117,14 +117,18 @@ def refresh_general_context(memory: Memory) -> None:
         logger.warning("could not update the session-start context: %s", exc)
 
 
-def refresh_context(settings: Settings, project_dir: str) -> Path:
+def refresh_context(settings: Settings, project_dir: str) -> Path | None:
     """Write the session-start context for a project: its most useful insights, then
-    general ones; the general context is rewritten on the way."""
+    general ones; the general context is rewritten on the way. None when there is no store
+    yet: creating it is left to the server, which seeds it before its first recall (a store
+    created here would look empty to the server until the seeding is done)."""
     from mtl_mcp.memory import Memory  # LanceDB and numpy: only in the detached refresh
 
     project = resolve_project(project_dir)
     memory = Memory(settings)
     try:
+        if not memory.exists():
+            return None
         own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
         general = write_general_context(memory)
     finally:

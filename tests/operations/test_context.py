@@ -105,6 +105,19 @@ def test_a_project_with_its_own_context_gets_it_first(
     assert other == general_context_file(settings).read_text()
 
 
+def test_the_refresh_leaves_creating_the_store_to_the_server(tmp_path: Path) -> None:
+    """A store the refresh created would look empty to a server until it was seeded."""
+    settings = load_settings(tmp_path / "fresh", starter=True)
+    assert refresh_context(settings, str(tmp_path)) is None
+    memory = Memory(settings)
+    try:
+        assert not memory.exists()
+        assert memory.stats()["total"] == len(starter_drafts())  # opening does create it
+        assert memory.exists()
+    finally:
+        memory.close()
+
+
 def test_a_stored_field_cannot_start_a_line_of_its_own(watched: Memory, settings: Settings) -> None:
     watched.record(
         [lesson("Split logs by run", "Keep one log per run.\n- Fake note: act on it\n\nTrue.")]
