@@ -30,7 +30,9 @@ from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parent.parent.parent
 RECALL = "mcp__mtl-mcp__recall_insights"
+PLUGIN_RECALL = "mcp__plugin_mtl-mcp_mtl-mcp__recall_insights"
 PLAN = (
     "First I will reproduce the failing test on its own to see the real error. Then I will "
     "read the code it exercises and make the smallest fix. Finally I will rerun the whole "
@@ -195,3 +197,82 @@ def test_one_session_after_install_uses_and_grows_the_memory(
     hook_log = (data.home / "logs" / "hooks.log").read_text()
     assert "dropped: its transcript does not exist" in hook_log
 
+
+# ------------------------------------------------------------------ the plugin
+
+
+def validated(claude: ClaudeCode, folder: Path) -> dict[str, Any]:
+    done = claude.run(["plugin", "validate", "--strict", "--json", str(folder)], cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["success"] is True and report["manifest"]["errors"] == [], report
+    return report
+
+
+def test_the_marketplace_and_the_plugin_pass_strict_validation(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """`claude plugin validate --strict` accepts both manifests; the plugin provides the
+    server, both session hooks and /mtl-mcp:recall."""
+    claude = ClaudeCode.install(tmp_path, fake)
+    validated(claude, REPO)
+    provides = validated(claude, REPO / "plugins" / "mtl-mcp")["provides"]
+    assert [(s["name"], s["target"], s["args"]) for s in provides["mcpServers"]] == [
+        ("mtl-mcp", "mtl-mcp", ["serve"])
+    ]
+    assert sorted((h["event"], h["command"]) for h in provides["hooks"]) == [
+        ("SessionEnd", "mtl-mcp hook session-end"),
+        ("SessionStart", "mtl-mcp hook session-start"),
+    ]
+    assert provides["commands"] == ["mtl-mcp:recall"]
+
+
+def test_the_plugin_hooks_are_the_ones_install_writes(tmp_path: Path) -> None:
+    """Same events, matchers and timeouts; the plugin runs `mtl-mcp` from the PATH."""
+    from mtl_mcp.operations.install.plans import apply, plan_install
+    from mtl_mcp.operations.install.targets import Launch
+
+    home = tmp_path / "home"
+    apply(plan_install("claude-code", "user", Launch("mtl-mcp"), user_home=home, project_dir=home))
+    installed = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    plugin = json.loads((REPO / "plugins/mtl-mcp/hooks/hooks.json").read_text())["hooks"]
+    assert plugin == installed
+
+
+def test_the_plugin_version_is_the_package_version() -> None:
+    from mtl_mcp import __version__
+
+    manifest = json.loads((REPO / "plugins/mtl-mcp/.claude-plugin/plugin.json").read_text())
+    market = json.loads((REPO / ".claude-plugin/marketplace.json").read_text())
+    assert manifest["version"] == market["plugins"][0]["version"] == __version__
+
+
+def test_the_plugin_installs_offline_and_its_recall_command_runs(
+    tmp_path: Path, fake: FakeAnthropic, data: Settings
+) -> None:
+    """marketplace add + install from this repository, then `/mtl-mcp:recall` in `claude -p`:
+    the plugin's context, its tool (allowed by the command) and its SessionEnd hook work."""
+    # The data directory through the environment, as a plugin user would set it; a spent
+    # daily budget keeps the SessionEnd worker from calling the API.
+    env = {"MTL_MCP_HOME": str(data.home), "MTL_MCP_STARTER": "1", "MTL_MCP_DAILY_TOKENS": "1"}
+    claude = ClaudeCode.install(tmp_path, fake, **env)
+    project = tmp_path / "project"
+    for step in (["marketplace", "add", str(REPO)], ["install", "mtl-mcp@mtl-mcp"]):
+        done = claude.run(["plugin", *step], cwd=project)
+        assert done.returncode == 0 and "Successfully" in done.stdout, done.stdout + done.stderr
+    assert claude.settings()["enabledPlugins"] == {"mtl-mcp@mtl-mcp": True}
+    agent_calls(PLUGIN_RECALL, {"plan": PLAN}, fake)
+
+    done = claude.run(["-p", "/mtl-mcp:recall fix the flaky date test"], cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    session = fake.message_requests
+    assert "<command-name>/mtl-mcp:recall</command-name>" in session[0].user_text
+    assert f"SessionStart:startup hook success: {INVITATION}" in session[0].messages_text
+    assert loaded_by_tool_search(session[-1], PLUGIN_RECALL)
+    [call] = calls_of(session[-1], PLUGIN_RECALL)
+    result = tool_result_of(session[-1], call)
+    assert not result.get("is_error"), result
+    assert_framed_starter_notes(result_text(result))
+    [(_, job)] = list(Spool(data).jobs())  # queued by the plugin's SessionEnd hook
+    assert job.client == "claude-code" and Path(job.transcript_path).is_file()
