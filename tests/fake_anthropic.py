@@ -86,12 +86,11 @@ class RecordedRequest:
         """The names of the tools the request offers the model."""
         return [tool.get("name", "") for tool in self.body.get("tools", [])]
 
-    @property
-    def messages_text(self) -> str:
-        """Every text of every message, whatever its role (Claude Code puts hook output in a
-        `system` message), joined."""
+    def _text(self, role: str | None) -> str:
         parts: list[str] = []
         for message in self.body.get("messages", []):
+            if role is not None and message.get("role") != role:
+                continue
             content = message.get("content")
             if isinstance(content, str):
                 parts.append(content)
@@ -100,18 +99,15 @@ class RecordedRequest:
         return "\n".join(parts)
 
     @property
+    def messages_text(self) -> str:
+        """Every text of every message, whatever its role (Claude Code puts hook output in a
+        `system` message), joined."""
+        return self._text(None)
+
+    @property
     def user_text(self) -> str:
         """Every text block of every user message, joined."""
-        parts: list[str] = []
-        for message in self.body.get("messages", []):
-            if message.get("role") != "user":
-                continue
-            content = message.get("content")
-            if isinstance(content, str):
-                parts.append(content)
-            else:
-                parts.extend(block.get("text", "") for block in content)
-        return "\n".join(parts)
+        return self._text("user")
 
 
 @dataclass
@@ -246,18 +242,9 @@ class FakeAnthropic:
             stop_reason="tool_use",
         )
 
-    def reply_tool(
-        self,
-        name: str,
-        tool_input: Mapping[str, Any],
-        *,
-        input_tokens: int = 100,
-        output_tokens: int = 50,
-    ) -> None:
-        """The model calls tool `name` with `tool_input` (a `tool_use` block)."""
-        self.add(
-            self.tool_use(name, tool_input, input_tokens=input_tokens, output_tokens=output_tokens)
-        )
+    def reply_tool(self, name: str, tool_input: Mapping[str, Any], **usage: int) -> None:
+        """The model calls tool `name` with `tool_input` (`usage`: as for `tool_use`)."""
+        self.add(self.tool_use(name, tool_input, **usage))
 
     def reply_with(self, compute: Callable[[RecordedRequest], dict[str, Any]]) -> None:
         """A reply computed from the request it answers (build it with `message`)."""
