@@ -89,6 +89,8 @@ def _prepare_memory() -> None:
 
     memory = open_memory()
     try:
+        if not memory.exists():
+            click.echo("creating the memory with the starter pack (once, a few seconds)", err=True)
         total = memory.stats()["total"]  # opens the store, creating it on first use
         write_general_context(memory)
     except (MtlError, OSError) as exc:
