@@ -371,7 +371,11 @@ def bench_hooks(work: Path, runs: int) -> dict[str, Any]:
     home = work / "hooks-home"
     Memory(load_settings(home, starter=True)).close()  # a store with the starter pack
     transcript = work / "session.jsonl"
-    transcript.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
+    # A user and an assistant message: the hook queues it (an empty session would be dropped).
+    transcript.write_text(
+        '{"type": "user", "message": {"role": "user", "content": "hi"}}\n'
+        '{"type": "assistant", "message": {"role": "assistant", "content": "hello"}}\n'
+    )
     times: dict[str, list[float]] = {"session-end": [], "session-start": []}
     env = {**os.environ, **server_env(home)}
     for n in range(runs):

@@ -78,10 +78,14 @@ def settings() -> Settings:
 
 
 def open_memory() -> Memory:
-    """The memory for this command, in this process, closed (counters flushed) at its end."""
-    from mtl_mcp.memory import Memory
+    """The memory for this command, in this process, closed (counters flushed) at its end.
 
-    memory = Memory(settings())
+    A change to the insights rewrites the general session-start context.
+    """
+    from mtl_mcp.memory import Memory
+    from mtl_mcp.operations.context import refresh_general_context
+
+    memory = Memory(settings(), on_change=refresh_general_context)
     click.get_current_context().call_on_close(memory.close)
     return memory
 

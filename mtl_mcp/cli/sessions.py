@@ -104,10 +104,11 @@ def distill(
             )
         click.echo(f"queued {len(found)} sessions from the last {since}", err=True)
     from mtl_mcp.learning.worker import run_worker
+    from mtl_mcp.operations.context import refresh_general_context
 
     busy = stderr_console().status("distilling...") if sys.stderr.isatty() else nullcontext()
     with busy:
-        outcomes = run_worker(config, ignore_backoff=True)
+        outcomes = run_worker(config, ignore_backoff=True, on_change=refresh_general_context)
     if outcomes is None:
         raise click.ClickException(
             "another mtl-mcp worker is distilling right now; check `mtl-mcp queue` in a minute"
@@ -211,8 +212,9 @@ def session_start(config: Any) -> None:
 def worker(config: Any) -> None:
     """Distil ready jobs (started detached by session-end)."""
     from mtl_mcp.learning.worker import run_worker
+    from mtl_mcp.operations.context import refresh_general_context
 
-    outcomes = run_worker(config)
+    outcomes = run_worker(config, on_change=refresh_general_context)
     if outcomes is None:
         logger.info("another worker is running")
     for item in outcomes or []:

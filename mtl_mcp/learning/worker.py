@@ -8,6 +8,7 @@ to `failed/` for `mtl-mcp queue` to show.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from mtl_mcp.config import Settings
@@ -86,15 +87,23 @@ def process_job(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcom
     )
 
 
-def run_worker(settings: Settings, *, ignore_backoff: bool = False) -> list[JobOutcome] | None:
-    """Process every ready job; None if another worker already holds the lock."""
+def run_worker(
+    settings: Settings,
+    *,
+    ignore_backoff: bool = False,
+    on_change: Callable[[Memory], None] | None = None,
+) -> list[JobOutcome] | None:
+    """Process every ready job; None if another worker already holds the lock.
+
+    `on_change` is the memory's (called after insights are stored).
+    """
     spool = Spool(settings)
     outcomes: list[JobOutcome] = []
     with spool.worker_lock() as mine:
         if not mine:
             return None
         ledger(settings).prune()
-        memory = Memory(settings)
+        memory = Memory(settings, on_change=on_change)
         seen: set[str] = set()
         try:
             while batch := [

@@ -84,11 +84,22 @@ class ImportReport(BaseModel):
 
 
 class Memory:
-    """A store of abstract insights: record, recall, browse, rate, forget, back up."""
+    """A store of abstract insights: record, recall, browse, rate, forget, back up.
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+    `on_change` is called with the memory after every change to the insights themselves
+    (recorded, merged, imported, rated, forgotten, purged, restored; not recall counters),
+    for a front door to keep what it derives from them in step.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_change: Callable[[Memory], None] | None = None,
+    ) -> None:
         self.settings = settings or load_settings()
         self._embedder = embedder
+        self._on_change = on_change
         self.table = InsightTable(self.settings, self._model_info)
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
@@ -114,6 +125,10 @@ class Memory:
         """The store's meta table: schema version, embedding model, vector dimension."""
         self._open()
         return self.table.meta
+
+    def exists(self) -> bool:
+        """Whether the store was created already; asking does not create it."""
+        return self.table.exists()
 
     def _open(self) -> None:
         """Open the table; a store this call created gets the starter pack."""
@@ -168,6 +183,10 @@ class Memory:
         finally:
             self._rebuilding = False
 
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
+
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use."""
         self._open()
@@ -212,6 +231,7 @@ class Memory:
             for target, draft in plan.merges:  # after the insert: the target may be a new row
                 sql = ingest.merge_sql(draft, provenance)
                 self.table.update(f"id = {sql_string(target)}", sql)
+        self._changed()
         return results
 
     def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
@@ -243,6 +263,7 @@ class Memory:
                 if verdict.status == "stored" and item.id in present:
                     verdict.status = "merged"  # already there: merge_insert kept the stored row
                 results[n] = verdict
+            self._changed()
         return [results[n] for n in range(len(items))]
 
     def import_file(
@@ -400,6 +421,7 @@ class Memory:
                 f"{note_text}), -{NOTES_KEPT}, -1)"
             )
         self.table.update(f"id = {sql_string(insight)}", values_sql)
+        self._changed()
         return self.get(insight)
 
     def forget(self, insight: str) -> Insight:
@@ -407,6 +429,7 @@ class Memory:
         them (an hour later at the earliest): `purge` removes it from disk at once."""
         current = self.get(insight)
         self.table.delete(f"id = {sql_string(insight)}")
+        self._changed()
         return current
 
     def purge(self, ids: Collection[str]) -> tuple[int, int]:
@@ -414,7 +437,9 @@ class Memory:
         included. Waits for other processes' writes; readers of older versions fail once
         and reload. Returns (insights deleted, versions removed)."""
         self._open()
-        return self.table.purge(ids)
+        purged = self.table.purge(ids)
+        self._changed()
+        return purged
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
@@ -477,6 +502,7 @@ class Memory:
         self.close()
         result = backup.restore_backup(self.settings, chosen)
         self._seeded = True  # a restored store is never seeded
+        self._changed()
         return result
 
     def inspect(self) -> str | None:

@@ -72,6 +72,14 @@ class InsightTable:
             self._db = connect(self.settings.store_uri, consistent=True)
         return self._db
 
+    def exists(self) -> bool:
+        """Whether the store was created already; asking does not create it."""
+        with self._lock:
+            if self._table is not None:
+                return True
+            with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
+                return TABLE in self._connect().list_tables().tables
+
     def open(self) -> Table:
         """The LanceDB table, opened (and created, checked, migrated) on first use."""
         with self._lock:
