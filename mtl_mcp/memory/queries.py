@@ -58,10 +58,10 @@ def recall_hits(
         indices, sims, scores = indices[keep], sims[keep], scores[keep]
     keyword = None
     if keywords is not None:
-        # Rows appended after the index was built score 0 until it is rebuilt.
-        scores_by_row = np.zeros(len(snapshot), dtype=np.float32)
-        found = keywords.scores(plan)
-        scores_by_row[: len(found)] = found
+        scores_by_row = keywords.scores(plan)
+        if len(scores_by_row) < len(snapshot):  # rows appended since the index was built
+            tail = snapshot.texts(len(scores_by_row)).to_pylist()
+            scores_by_row = np.concatenate([scores_by_row, keywords.scores_of(plan, tail)])
         keyword = scores_by_row[indices]
     best = fuse(scores if method.dense else None, keyword, k)
     records = snapshot.records([int(indices[i]) for i in best])

@@ -85,15 +85,17 @@ class Snapshot:
         signal: npt.NDArray[np.float32] = (helpful - harmful) / (helpful + harmful + 2.0)
         return signal
 
-    def texts(self) -> pa.ChunkedArray:
-        """Each row's title, description and content as one string: what BM25 indexes.
+    def texts(self, start: int = 0) -> pa.ChunkedArray:
+        """Each row's title, description and content as one string (from row `start` on):
+        what BM25 indexes.
 
         Patches keep rows in place and never touch these columns; a change to the row set
         makes a new snapshot.
         """
+        rows = self.rows.slice(start) if start else self.rows
         return pc.binary_join_element_wise(
-            *(self.rows.column(name).fill_null("") for name in ("title", "description")),
-            self.rows.column("content").fill_null(""),
+            *(rows.column(name).fill_null("") for name in ("title", "description")),
+            rows.column("content").fill_null(""),
             " ",
         )
 

@@ -125,10 +125,10 @@ class RawWindow:
         self.process.wait(10)
 
 
-async def recall_titles(client: Client) -> list[str]:
+async def recall_ids(client: Client) -> list[str]:
     result = await client.call_tool("recall_insights", {"plan": PLAN})
     assert not result.is_error, result.content
-    return [hit["title"] for hit in result.structured_content["results"]]
+    return [hit["id"] for hit in result.structured_content["results"]]
 
 
 def service_pid(settings: Settings) -> int:
@@ -141,17 +141,17 @@ async def test_ten_windows_started_at_once_make_one_service(
     settings: Settings, tmp_path: Path
 ) -> None:
     """Ten relays started at the same moment all work, through exactly one service."""
-    Memory(settings).record([LESSON])
-    counts: list[int] = []
+    [stored] = Memory(settings).record([LESSON])
+    found: list[list[str]] = []
 
     async def one_window() -> None:
         async with Client(window(settings.home), read_timeout_seconds=120) as client:
-            counts.append(len(await recall_titles(client)))
+            found.append(await recall_ids(client))
 
     async with anyio.create_task_group() as windows:
         for _ in range(10):
             windows.start_soon(one_window)
-    assert counts == [1] * 10
+    assert found == [[stored.id]] * 10
     assert len(services_under(tmp_path)) == 1
     assert stop_service(settings)
     assert services_under(tmp_path) == []
@@ -160,17 +160,17 @@ async def test_ten_windows_started_at_once_make_one_service(
 async def test_a_window_survives_a_killed_service(settings: Settings, tmp_path: Path) -> None:
     """kill -9 of the service between calls: each open window's next call succeeds, through
     a new service, on the same MCP session (the relay replays the handshake)."""
-    Memory(settings).record([LESSON])
+    [stored] = Memory(settings).record([LESSON])
     async with (
         Client(window(settings.home), read_timeout_seconds=120) as first,
         Client(window(settings.home), read_timeout_seconds=120) as second,
     ):
-        assert await recall_titles(first) == [LESSON["title"]]
+        assert await recall_ids(first) == [stored.id]
         killed = service_pid(settings)
         os.kill(killed, signal.SIGKILL)
         wait_for(lambda: not is_running(settings))
-        assert await recall_titles(first) == [LESSON["title"]]
-        assert await recall_titles(second) == [LESSON["title"]]
+        assert await recall_ids(first) == [stored.id]
+        assert await recall_ids(second) == [stored.id]
         assert service_pid(settings) != killed
     assert len(services_under(tmp_path)) == 1
 
@@ -178,7 +178,7 @@ async def test_a_window_survives_a_killed_service(settings: Settings, tmp_path: 
 def test_a_call_in_flight_when_the_service_dies_gets_a_tool_error(settings: Settings) -> None:
     """A call the service never answers (it is stopped, then killed) is answered by the relay
     with a clear tool error at once; the next call works."""
-    Memory(settings).record([LESSON])
+    [stored] = Memory(settings).record([LESSON])
     raw = RawWindow(settings.home)
     try:
         raw.handshake()
@@ -192,7 +192,7 @@ def test_a_call_in_flight_when_the_service_dies_gets_a_tool_error(settings: Sett
         assert answer["isError"] and "service stopped" in answer["content"][0]["text"]
         again = raw.recall()
         assert not again.get("isError")
-        assert again["structuredContent"]["results"][0]["title"] == LESSON["title"]
+        assert again["structuredContent"]["results"][0]["id"] == stored.id
     finally:
         raw.close()
 
