@@ -111,3 +111,9 @@ class ClaudeCode:
         """The user's ~/.claude/settings.json as it is now."""
         path = self.home / ".claude" / "settings.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def update_settings(self, **values: Any) -> None:
+        """Set top-level keys of the user's ~/.claude/settings.json, keeping the others."""
+        path = self.home / ".claude" / "settings.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**self.settings(), **values}, indent=2), encoding="utf-8")

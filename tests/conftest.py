@@ -1,4 +1,5 @@
-"""Every test gets its own data directory and no API key; the real model and LanceDB are used."""
+"""Every test gets its own data directory, no API key and no assistant login; the real model
+and LanceDB are used."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     monkeypatch.delenv("MTL_MCP_EMBED_MODEL", raising=False)
+    # Nor an assistant login: a `claude` or `codex` on this machine's PATH is never used
+    # unless a test points these at one.
+    monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", "claude-not-installed-for-tests")
+    monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", "codex-not-installed-for-tests")
+    monkeypatch.delenv("MTL_MCP_DISTILL_BACKEND", raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -322,8 +322,11 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
             # The learning pipeline loads only when a client asks it to distil.
             from mtl_mcp.learning.pipeline import learn_from_summary
 
+            client = _client_name(ctx)
             results, note = await call(
-                lambda m: learn_from_summary(m, summary, transcript_path, outcome, ref, provenance)
+                lambda m: learn_from_summary(
+                    m, summary, transcript_path, outcome, ref, provenance, client
+                )
             )
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}
         return RecordSessionResult(outcome=outcome, results=results, note=note, **counts)
@@ -424,6 +427,12 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
         )
 
     return mcp
+
+
+def _client_name(ctx: Context | None) -> str | None:
+    """The MCP client's name from its handshake (e.g. 'claude-code'), if it gave one."""
+    params = ctx.session.client_params if ctx is not None else None
+    return params.client_info.name if params is not None else None
 
 
 async def _flush_periodically(memory: MemoryHandle) -> None:
