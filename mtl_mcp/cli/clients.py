@@ -66,8 +66,13 @@ SCOPE_OPTION = click.option(
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option("--no-hooks", is_flag=True, help="Register the MCP server only.")
 def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
-    """Register the MCP server (and session hooks) in a client's config files."""
+    """Register the MCP server (and session hooks) in a client's config files; say which
+    model will distil its sessions and what that costs."""
     _apply(_plan(client, scope, remove=False, hooks=not no_hooks), dry_run)
+    from mtl_mcp.learning.backends.select import source_of
+    from mtl_mcp.learning.pipeline import backend_summary
+
+    click.echo(f"note: {backend_summary(settings(), source_of(client))}", err=True)
 
 
 @click.command()

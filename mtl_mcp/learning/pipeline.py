@@ -20,7 +20,12 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillUnavailable
 from mtl_mcp.learning.backends import Backend
 from mtl_mcp.learning.backends.select import Chooser, source_of
-from mtl_mcp.learning.distill import DISTILL_MAX_TOKENS, distill, estimate_run_tokens
+from mtl_mcp.learning.distill import (
+    DISTILL_MAX_TOKENS,
+    distill,
+    estimate_run_tokens,
+    run_tokens_for,
+)
 from mtl_mcp.learning.proposals import DistillResult
 from mtl_mcp.learning.spend import SpendLedger, Usage, estimate_cost
 from mtl_mcp.learning.transcripts import Digest, Format, Transcript, build_digest, read_transcript
@@ -133,6 +138,29 @@ def estimate(path: Path, settings: Settings, fmt: Format, outcome: Outcome) -> E
         worst_case_usd=round(cost, 5),
         trivial=digest.trivial,
     )
+
+
+def backend_summary(settings: Settings, source: str | None) -> str:
+    """For people (`mtl-mcp install`): which backend distils the sessions of `source` and
+    what a session costs at most, or why none would be distilled now."""
+    choice = Chooser(settings).choose(source)
+    backend = choice.backend
+    if backend is None:
+        return f"sessions wait in the queue, not distilled: {choice.reason}"
+    worst = run_tokens_for(settings.digest_tokens, extra_per_call=backend.extra_tokens_per_call)
+    if backend.uses_subscription:
+        cost = (
+            f"no API charge; a session uses at most ~{worst:,} tokens of your subscription's "
+            f"quota, and all sessions together at most {settings.subscription_daily_tokens:,} "
+            "a day (MTL_MCP_SUBSCRIPTION_DAILY_TOKENS)"
+        )
+    else:
+        usd = estimate_cost(worst - DISTILL_MAX_TOKENS, DISTILL_MAX_TOKENS, backend.model)
+        cost = (
+            f"at most ~${usd:.4f} a session, and at most {settings.daily_token_budget:,} "
+            "tokens a day (MTL_MCP_DAILY_TOKENS)"
+        )
+    return f"sessions are distilled by {choice.reason}: {cost}"
 
 
 def learn(

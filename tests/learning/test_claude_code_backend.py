@@ -196,3 +196,20 @@ def test_without_a_login_the_job_waits_and_the_queue_says_why(
     doctor = CliRunner().invoke(cli, ["doctor", "--json"])
     checks = {check["name"]: check for check in json.loads(doctor.stdout)}
     assert "/login" in checks["distillation"]["detail"] + (checks["distillation"]["fix"] or "")
+
+
+def test_dry_run_and_install_name_the_claude_code_login(
+    fake: FakeAnthropic, claude: ClaudeCode, tmp_path: Path
+) -> None:
+    """Without an API key, the dry run and `install claude-code` say the login is used and
+    what it costs: quota, not money; nothing is sent."""
+    transcript = claude_code_transcript(tmp_path / "sess-dry.jsonl", "sess-dry")
+    shown = CliRunner().invoke(cli, ["distill", str(transcript), "--dry-run", "--json"])
+    report = json.loads(shown.stdout)
+    assert report["backend"] == "claude-code" and report["model"] == "haiku"
+    assert report["subscription"] and report["worst_case_usd"] == 0
+    assert "logged in (api_key)" in report["backend_reason"]
+    installed = CliRunner().invoke(cli, ["install", "claude-code", "--dry-run"])
+    assert "sessions are distilled by your claude-code login, model haiku" in installed.stderr
+    assert "no API charge" in installed.stderr and "100,000 a day" in installed.stderr
+    assert fake.requests == []  # not even a connectivity probe

@@ -116,10 +116,10 @@ def _kill_group(child: subprocess.Popen[str]) -> None:
                 stream.close()
 
 
-def probe(executable: str, *args: str) -> ChildResult:
+def probe(executable: str, *args: str, env: Mapping[str, str] | None = None) -> ChildResult:
     """A quick informational command (`--version`, `--help`, a login check)."""
     what = " ".join([Path(executable).name, *args])
-    done = run_child([executable, *args], what=what, timeout=PROBE_TIMEOUT)
+    done = run_child([executable, *args], what=what, timeout=PROBE_TIMEOUT, env=env)
     if done.killed_at_deadline:
         raise deadline_error(what, PROBE_TIMEOUT)
     return done

@@ -47,6 +47,7 @@ NO_MCP_SERVERS = json.dumps({"mcpServers": {}})
 # tool definitions: about 1,900 characters with 2.1.332.
 EXTRA_TOKENS_PER_CALL = 700
 LOGIN_FIX = "run `claude` and log in with /login (or `claude auth login`)"
+QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # no update checks, no telemetry
 _SWITCH_MODEL = "if this keeps happening, set MTL_MCP_CLAUDE_CODE_MODEL to another model"
 
 
@@ -101,7 +102,7 @@ class ClaudeCodeBackend:
                 env={
                     "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_tokens),
                     "CLAUDE_CODE_DISABLE_THINKING": "1",
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                    **QUIET,
                     # Its default, 10 retries, takes minutes; our queue backs off instead.
                     "CLAUDE_CODE_MAX_RETRIES": os.environ.get("CLAUDE_CODE_MAX_RETRIES", "2"),
                 },
@@ -175,8 +176,8 @@ def claude_status(settings: Settings) -> CliStatus:
             "MTL_MCP_CLAUDE_COMMAND to its path",
         )
     try:
-        version = probe(executable, "--version").stdout.strip() or "(unknown version)"
-        helped = probe(executable, "--help").stdout
+        version = probe(executable, "--version", env=QUIET).stdout.strip() or "(unknown version)"
+        helped = probe(executable, "--help", env=QUIET).stdout
         missing = [flag for flag in REQUIRED_FLAGS if flag not in helped]
         if missing:
             return CliStatus(
@@ -184,7 +185,7 @@ def claude_status(settings: Settings) -> CliStatus:
                 f"claude {version} is too old (no {', '.join(missing)}): update it with "
                 "`claude update`",
             )
-        auth = probe(executable, "auth", "status")
+        auth = probe(executable, "auth", "status", env=QUIET)
     except DistillError as exc:
         return CliStatus(None, str(exc))
     state = json_object(auth.stdout) or {}
