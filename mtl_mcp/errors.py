@@ -3,7 +3,8 @@
 Each message says what went wrong and what to do about it. Foreign errors are translated at
 one boundary each, by a table: LanceDB's in `mtl_mcp.storage.lance`, onnxruntime's in
 `mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`;
-the assistant CLIs' exit codes and output in `learning.backends.claude_code` and `.codex`.
+the assistant CLIs' exit codes and output in `learning.backends.claude_code` and `.codex`;
+answers from MCP sampling in `learning.backends.sampling`.
 The front doors translate ours once more: ToolError in the MCP server, ClickException in
 the CLI, a log line in hooks.
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillUnavailable
 from mtl_mcp.learning.backends import Backend
+from mtl_mcp.learning.backends.sampling import NeedsAnswer, SampledAnswers, SamplingRequest
 from mtl_mcp.learning.backends.select import Chooser, source_of
 from mtl_mcp.learning.distill import (
     DISTILL_MAX_TOKENS,
@@ -196,37 +197,44 @@ def learn(
     return Learned(result, results, backend.name, backend.model)
 
 
+@dataclass(frozen=True)
+class SessionDigest:
+    """What `record_session` distils: the transcript's digest, else the summary; and the
+    assistant behind it ('claude-code', 'codex' or None), for `auto`."""
+
+    text: str
+    source: str | None
+
+
+def session_digest(
+    settings: Settings, summary: str, transcript_path: str | None, client: str | None
+) -> SessionDigest:
+    """The digest for `record_session`; `client` is the MCP client's name, which tells the
+    assistant when no transcript does."""
+    if not transcript_path:
+        return SessionDigest(summary, source_of(client))
+    transcript, condensed = digest_transcript(Path(transcript_path).expanduser(), settings)
+    return SessionDigest(condensed.text, source_of(transcript.format) or source_of(client))
+
+
 def learn_from_summary(
     memory: Memory,
-    summary: str,
-    transcript_path: str | None,
+    session: SessionDigest,
     outcome: Outcome,
     project: ProjectRef,
     provenance: Provenance,
-    client: str | None,
 ) -> tuple[list[RecordResult], str]:
-    """For `record_session` without insights: distil the transcript, else the summary.
-
-    `client` is the MCP client's name: when there is no transcript to tell, it says which
-    assistant's login `auto` may use. Returns the results and a note saying how the
-    insights were obtained (or why none were).
-    """
-    source = client
-    digest = summary
-    if transcript_path:
-        transcript, condensed = digest_transcript(
-            Path(transcript_path).expanduser(), memory.settings
-        )
-        source = source_of(transcript.format) or client
-        digest = condensed.text
-    if not digest.strip():
+    """For `record_session` without insights: distil the session with the backend `auto`
+    (or the setting) picks. Returns the results and a note saying how the insights were
+    obtained (or why none were)."""
+    if not session.text.strip():
         return [], "nothing recorded: the summary is empty and no transcript was given"
-    choice = Chooser(memory.settings).choose(source)
+    choice = Chooser(memory.settings).choose(session.source)
     if choice.backend is None:
         return [], f"nothing recorded: pass 0-3 insights you wrote ({choice.reason})"
     learned = learn(
         memory,
-        digest,
+        session.text,
         backend=choice.backend,
         outcome_hint=outcome,
         project=project,
@@ -235,4 +243,50 @@ def learn_from_summary(
     )
     return learned.results, (
         f"distilled with {learned.model} via {learned.backend}: {learned.distilled.outcome}"
+    )
+
+
+def next_sampling_request(
+    settings: Settings,
+    session: SessionDigest,
+    answers: list[str],
+    outcome: Outcome,
+    project: ProjectRef,
+) -> SamplingRequest | None:
+    """The next question for the client's model (MCP sampling), given its `answers` to the
+    earlier ones; None once they are all the pipeline needs. Before the first question,
+    today's budgets must cover the run. Raises DistillError (an unusable answer, a spent
+    budget)."""
+    replay = SampledAnswers(answers, "replay")
+    if not answers:
+        check_budget(settings, replay, worst_case_tokens(session.text, replay, outcome))
+    try:
+        distill(session.text, replay, outcome_hint=outcome, project_name=project.name)
+    except NeedsAnswer as pending:
+        return pending.request
+    return None
+
+
+def learn_sampled(
+    memory: Memory,
+    session: SessionDigest,
+    answers: list[str],
+    model: str,
+    outcome: Outcome,
+    project: ProjectRef,
+    provenance: Provenance,
+) -> tuple[list[RecordResult], str]:
+    """Distil the session from the client model's `answers` and record what comes out;
+    the ledger counts the estimated tokens under 'mcp-sampling'."""
+    learned = learn(
+        memory,
+        session.text,
+        backend=SampledAnswers(answers, model),
+        outcome_hint=outcome,
+        project=project,
+        provenance=provenance,
+        wait=INTERACTIVE_WAIT,
+    )
+    return learned.results, (
+        f"distilled with {model} via MCP sampling: {learned.distilled.outcome}"
     )

@@ -7,6 +7,7 @@ and raises only `DistillError`s: `DistillUnavailable` when trying again later ma
     anthropic_api  the Anthropic API with an API key (pay per token)
     claude_code    the user's Claude Code login: `claude -p`
     codex          the user's Codex login: `codex exec`
+    sampling       the MCP client's own model, through `sampling/createMessage`
     select         which one distils a session (`MTL_MCP_DISTILL_BACKEND`)
     child, structured   what the command-line backends share
 """

@@ -1,7 +1,8 @@
 """Which backend distils a session (`MTL_MCP_DISTILL_BACKEND`).
 
-`auto` uses the Anthropic API when a key is configured; otherwise the command-line tool of
-the assistant that produced the transcript (Claude Code transcripts -> `claude`, Codex
+`auto` uses the Anthropic API when a key is configured; otherwise, for `record_session`, the
+client's own model when it offers MCP sampling; otherwise the command-line tool of the
+assistant that produced the transcript (Claude Code transcripts -> `claude`, Codex
 rollouts -> `codex`; any other source tries both, Claude Code first), when it is installed,
 new enough and logged in. Otherwise nothing distils the session: the job waits in the queue
 and the `Choice` says why. A budget of 0 turns a backend off (`MTL_MCP_DAILY_TOKENS=0` all of
@@ -35,6 +36,17 @@ class Choice:
 
     backend: Backend | None
     reason: str
+
+
+def sampling_allowed(settings: Settings) -> bool:
+    """Whether `record_session` may distil through the client's own model (MCP sampling,
+    when the client offers it): only under `auto`, without an API key, with budgets."""
+    return (
+        settings.distill_backend == "auto"
+        and not has_api_key(settings)
+        and settings.daily_token_budget > 0
+        and settings.subscription_daily_tokens > 0
+    )
 
 
 def source_of(producer: str | None) -> str | None:
