@@ -241,3 +241,22 @@ def claude_code_transcript(path: Path, session: str = "sess-1") -> Path:
         "\n".join(json.dumps({**common, **line}) for line in lines) + "\n", encoding="utf-8"
     )
     return path
+
+
+def distil_file(transcript: Path) -> dict[str, Any]:
+    """`mtl-mcp distill FILE --json` in process: the outcome of the file's one job."""
+    from click.testing import CliRunner
+
+    from mtl_mcp.cli import cli
+
+    result = CliRunner().invoke(cli, ["distill", str(transcript), "--json"])
+    assert result.exit_code == 0, result.output
+    [outcome] = json.loads(result.stdout)
+    return dict(outcome)
+
+
+def queued_jobs(settings: Settings) -> list[Any]:
+    """The jobs waiting in the spool."""
+    from mtl_mcp.learning.spool import Spool
+
+    return [job for _, job in Spool(settings).jobs()]

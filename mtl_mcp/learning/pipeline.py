@@ -223,19 +223,23 @@ def learn_from_summary(
     outcome: Outcome,
     project: ProjectRef,
     provenance: Provenance,
+    backend: Backend | None = None,
 ) -> tuple[list[RecordResult], str]:
-    """For `record_session` without insights: distil the session with the backend `auto`
-    (or the setting) picks. Returns the results and a note saying how the insights were
-    obtained (or why none were)."""
+    """For `record_session` without insights: distil the session with `backend` (the
+    client model's answers, when it sampled), else with the one `auto` (or the setting)
+    picks. Returns the results and a note saying how the insights were obtained (or why
+    none were)."""
     if not session.text.strip():
         return [], "nothing recorded: the summary is empty and no transcript was given"
-    choice = Chooser(memory.settings).choose(session.source)
-    if choice.backend is None:
-        return [], f"nothing recorded: pass 0-3 insights you wrote ({choice.reason})"
+    if backend is None:
+        choice = Chooser(memory.settings).choose(session.source)
+        if choice.backend is None:
+            return [], f"nothing recorded: pass 0-3 insights you wrote ({choice.reason})"
+        backend = choice.backend
     learned = learn(
         memory,
         session.text,
-        backend=choice.backend,
+        backend=backend,
         outcome_hint=outcome,
         project=project,
         provenance=provenance,
@@ -265,28 +269,3 @@ def next_sampling_request(
     except NeedsAnswer as pending:
         return pending.request
     return None
-
-
-def learn_sampled(
-    memory: Memory,
-    session: SessionDigest,
-    answers: list[str],
-    model: str,
-    outcome: Outcome,
-    project: ProjectRef,
-    provenance: Provenance,
-) -> tuple[list[RecordResult], str]:
-    """Distil the session from the client model's `answers` and record what comes out;
-    the ledger counts the estimated tokens under 'mcp-sampling'."""
-    learned = learn(
-        memory,
-        session.text,
-        backend=SampledAnswers(answers, model),
-        outcome_hint=outcome,
-        project=project,
-        provenance=provenance,
-        wait=INTERACTIVE_WAIT,
-    )
-    return learned.results, (
-        f"distilled with {model} via MCP sampling: {learned.distilled.outcome}"
-    )

@@ -334,14 +334,17 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
             drafts = [{"domain": domain, **item} if domain else item for item in insights]
             results = await call(lambda m: m.record(drafts, provenance, project_name=ref.name))
         elif sampling is not None:  # the resolvers asked the client's model already
-            from mtl_mcp.learning.pipeline import learn_sampled
+            from mtl_mcp.learning.backends.sampling import SampledAnswers
+            from mtl_mcp.learning.pipeline import learn_from_summary
 
             answered = [a for a in (first, second, third) if a is not None]
-            model = answered[-1].model if answered else "the client's model"
-            texts = [_answer_text(a) for a in answered]
+            replay = SampledAnswers(
+                [_answer_text(a) for a in answered],
+                answered[-1].model if answered else "the client's model",
+            )
             results, note = await call(
-                lambda m: learn_sampled(
-                    m, sampling.session, texts, model, outcome, sampling.project, provenance
+                lambda m: learn_from_summary(
+                    m, sampling.session, outcome, sampling.project, provenance, replay
                 )
             )
         else:

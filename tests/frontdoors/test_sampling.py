@@ -84,7 +84,7 @@ def test_record_session_distils_through_the_clients_model(
     assert not result.is_error, result.content
     recorded = result.structured_content
     assert recorded["stored"] == 1, recorded
-    assert recorded["note"] == f"distilled with {MODEL} via MCP sampling: success"
+    assert recorded["note"] == f"distilled with {MODEL} via mcp-sampling: success"
     judge, distill = model.asked
     assert judge.max_tokens == JUDGE_MAX_TOKENS and distill.max_tokens == DISTILL_MAX_TOKENS
     assert '"outcome"' in (judge.system_prompt or "") and "JSON schema" in (

@@ -12,7 +12,6 @@ import json
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -24,24 +23,13 @@ from mtl_mcp.learning.backends.structured import strict_schema
 from mtl_mcp.learning.distill import DISTILL_MAX_TOKENS, JUDGE_MAX_TOKENS
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.learning.proposals import DistilledInsights, Judgement
-from mtl_mcp.learning.spool import Spool
 from tests.claude_code import ClaudeCode
-from tests.conftest import LEAKED, claude_code_transcript
+from tests.conftest import LEAKED, claude_code_transcript, distil_file, queued_jobs
 from tests.fake_anthropic import FakeAnthropic
+from tests.learning.test_sessions import LESSON  # the same date lesson
 
 pytestmark = pytest.mark.slow
 
-LESSON = {
-    "title": "Pin the clock in date-dependent tests",
-    "description": "When a test or a job depends on the current date or time.",
-    "content": "Inject a fixed clock and cover month and year boundaries; a test that reads "
-    "the real time passes today and fails at midnight.",
-    "polarity": "success",
-    "category": "test-verification",
-    "domain": "web-backend",
-    "languages": ["python"],
-    "tags": ["time", "tests"],
-}
 JUDGED = {"outcome": "success", "reason": "the failing test passes after the fix"}
 
 
@@ -64,18 +52,6 @@ def claude(tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch)
     return installed
 
 
-def distil(transcript: Path) -> dict[str, Any]:
-    """`mtl-mcp distill FILE --json`: the one job's outcome."""
-    result = CliRunner().invoke(cli, ["distill", str(transcript), "--json"])
-    assert result.exit_code == 0, result.output
-    [outcome] = json.loads(result.stdout)
-    return dict(outcome)
-
-
-def queued(settings: Settings) -> list[Any]:
-    return [job for _, job in Spool(settings).jobs()]
-
-
 def test_auto_distils_through_the_claude_code_login(
     settings: Settings, fake: FakeAnthropic, claude: ClaudeCode, tmp_path: Path
 ) -> None:
@@ -89,7 +65,7 @@ def test_auto_distils_through_the_claude_code_login(
     )
     transcript = claude_code_transcript(tmp_path / "sess-cc.jsonl", "sess-cc")
 
-    outcome = distil(transcript)
+    outcome = distil_file(transcript)
 
     assert outcome["status"] == "stored", outcome
     judge, distilled = fake.message_requests
@@ -108,7 +84,7 @@ def test_auto_distils_through_the_claude_code_login(
     [stored] = Memory(settings).list()[0]
     assert stored.title == LESSON["title"] and stored.distilled_by == "haiku"
     assert ledger(settings).used_today("claude-code") == 900 + 40 + 1200 + 300
-    assert queued(settings) == []  # the child's SessionEnd queued nothing
+    assert queued_jobs(settings) == []  # the child's SessionEnd queued nothing
     assert not (settings.home / "logs" / "hooks.log").exists()  # its hooks never ran
 
 
@@ -124,12 +100,12 @@ def test_our_hooks_ignore_a_claude_session_that_carries_the_marker(
     marked = claude.run(["-p", "say done"], cwd=tmp_path / "project", MTL_MCP_DISTILL_CHILD="1")
     assert marked.returncode == 0, marked.stdout + marked.stderr
     assert "ignored: a distillation run started by mtl-mcp" in hooks_log.read_text()
-    assert queued(settings) == []
+    assert queued_jobs(settings) == []
 
     plain = claude.run(["-p", "say done"], cwd=tmp_path / "project")
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "queued session" in hooks_log.read_text()  # so the hooks did run both times
-    assert len(queued(settings)) == 1
+    assert len(queued_jobs(settings)) == 1
 
 
 def test_a_claude_that_fails_leaves_the_job_queued(
@@ -137,9 +113,9 @@ def test_a_claude_that_fails_leaves_the_job_queued(
 ) -> None:
     """`claude` exits 1 (the API answered 529): the job waits with backoff, nothing stored."""
     fake.reply_status(529, times=3)
-    outcome = distil(claude_code_transcript(tmp_path / "sess-fail.jsonl", "sess-fail"))
+    outcome = distil_file(claude_code_transcript(tmp_path / "sess-fail.jsonl", "sess-fail"))
     assert outcome["status"] == "retry" and "claude failed at the judge step" in outcome["detail"]
-    [job] = queued(settings)
+    [job] = queued_jobs(settings)
     assert job.attempts == 1 and "exit 1" in (job.last_error or "")
     assert Memory(settings).list()[1] == 0
 
@@ -155,9 +131,9 @@ def test_a_claude_that_hangs_is_killed_at_the_deadline_and_the_job_stays_queued(
     counted against the budget, since it may have been charged."""
     monkeypatch.setenv("MTL_MCP_CLI_TIMEOUT", "8")
     fake.reply_delay(120)
-    outcome = distil(claude_code_transcript(tmp_path / "sess-hang.jsonl", "sess-hang"))
+    outcome = distil_file(claude_code_transcript(tmp_path / "sess-hang.jsonl", "sess-hang"))
     assert outcome["status"] == "retry" and "did not finish within 8 s" in outcome["detail"]
-    assert len(queued(settings)) == 1
+    assert len(queued_jobs(settings)) == 1
     assert ledger(settings).used_today("claude-code") >= JUDGE_MAX_TOKENS
 
 
@@ -175,10 +151,10 @@ def test_a_claude_that_prints_garbage_leaves_the_job_queued(
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", str(wrapper))
     fake.reply_tool("StructuredOutput", JUDGED)
-    outcome = distil(claude_code_transcript(tmp_path / "sess-junk.jsonl", "sess-junk"))
+    outcome = distil_file(claude_code_transcript(tmp_path / "sess-junk.jsonl", "sess-junk"))
     assert outcome["status"] == "retry" and "printed no JSON result" in outcome["detail"]
     assert "Welcome back!" in outcome["detail"]
-    assert len(queued(settings)) == 1 and Memory(settings).list()[1] == 0
+    assert len(queued_jobs(settings)) == 1 and Memory(settings).list()[1] == 0
 
 
 def test_without_a_login_the_job_waits_and_the_queue_says_why(
@@ -187,9 +163,9 @@ def test_without_a_login_the_job_waits_and_the_queue_says_why(
     """`claude auth status` says not logged in: no call is made, no attempt is used up, and
     `mtl-mcp queue` and `doctor` say what to do."""
     claude.update_settings(env={})
-    outcome = distil(claude_code_transcript(tmp_path / "sess-out.jsonl", "sess-out"))
+    outcome = distil_file(claude_code_transcript(tmp_path / "sess-out.jsonl", "sess-out"))
     assert outcome["status"] == "waiting" and "not logged in" in outcome["detail"]
-    [job] = queued(settings)
+    [job] = queued_jobs(settings)
     assert job.attempts == 0
     shown = CliRunner().invoke(cli, ["queue"])
     assert "/login" in shown.stdout

@@ -12,21 +12,17 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from mtl_mcp import Memory
-from mtl_mcp.cli import cli
 from mtl_mcp.config import Settings
 from mtl_mcp.learning.backends.codex import CodexBackend
 from mtl_mcp.learning.backends.structured import strict_schema
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.learning.proposals import DistilledInsights, Judgement
-from mtl_mcp.learning.spool import Spool
 from tests.codex_cli import Codex
-from tests.conftest import LEAKED
+from tests.conftest import LEAKED, distil_file, queued_jobs
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow
@@ -88,17 +84,6 @@ def rollout_with_a_secret(tmp_path: Path) -> Path:
     return path
 
 
-def distil(transcript: Path) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, ["distill", str(transcript), "--json"])
-    assert result.exit_code == 0, result.output
-    [outcome] = json.loads(result.stdout)
-    return dict(outcome)
-
-
-def queued(settings: Settings) -> list[Any]:
-    return [job for _, job in Spool(settings).jobs()]
-
-
 def test_auto_distils_a_codex_rollout_through_the_codex_login(
     settings: Settings, fake: FakeOpenAI, codex: Codex, tmp_path: Path
 ) -> None:
@@ -108,7 +93,7 @@ def test_auto_distils_a_codex_rollout_through_the_codex_login(
     fake.reply_json(JUDGED, input_tokens=11_000, output_tokens=60, cached=9_000)
     fake.reply_json({"insights": [LESSON]}, input_tokens=12_000, output_tokens=400)
 
-    outcome = distil(rollout_with_a_secret(tmp_path))
+    outcome = distil_file(rollout_with_a_secret(tmp_path))
 
     assert outcome["status"] == "stored", outcome
     judge, distilled = fake.response_requests
@@ -152,9 +137,9 @@ def test_a_codex_that_fails_leaves_the_job_queued(
 ) -> None:
     """The provider answers 500: `codex exec` exits 1 and the job backs off."""
     fake.reply_status(500, times=3)
-    outcome = distil(rollout_with_a_secret(tmp_path))
+    outcome = distil_file(rollout_with_a_secret(tmp_path))
     assert outcome["status"] == "retry" and "codex failed at the judge step" in outcome["detail"]
-    [job] = queued(settings)
+    [job] = queued_jobs(settings)
     assert job.attempts == 1 and "exit 1" in (job.last_error or "")
 
 
@@ -168,9 +153,9 @@ def test_a_codex_waiting_for_ever_is_killed_at_the_deadline(
     """Headers never come (Codex has no timeout for that): killed at MTL_MCP_CLI_TIMEOUT."""
     monkeypatch.setenv("MTL_MCP_CLI_TIMEOUT", "8")
     fake.reply_hang()
-    outcome = distil(rollout_with_a_secret(tmp_path))
+    outcome = distil_file(rollout_with_a_secret(tmp_path))
     assert outcome["status"] == "retry" and "did not finish within 8 s" in outcome["detail"]
-    assert len(queued(settings)) == 1
+    assert len(queued_jobs(settings)) == 1
 
 
 def test_an_answer_that_is_not_json_leaves_the_job_queued(
@@ -179,9 +164,9 @@ def test_an_answer_that_is_not_json_leaves_the_job_queued(
     """Codex does not check the schema: prose from the model is unusable, the job stays."""
     fake.reply_text("Sure! Here are some lessons.")  # judge: unusable, so 'unclear'
     fake.reply_text("Sure! Here are some lessons.")  # distill: unusable, the run fails
-    outcome = distil(rollout_with_a_secret(tmp_path))
+    outcome = distil_file(rollout_with_a_secret(tmp_path))
     assert outcome["status"] == "retry" and "not JSON" in outcome["detail"]
-    assert len(queued(settings)) == 1 and Memory(settings).list()[1] == 0
+    assert len(queued_jobs(settings)) == 1 and Memory(settings).list()[1] == 0
 
 
 def test_without_a_codex_login_the_job_waits(
@@ -193,8 +178,8 @@ def test_without_a_codex_login_the_job_waits(
         for name, value in logged_out.environment().items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", str(logged_out.command))
-        outcome = distil(rollout_with_a_secret(tmp_path))
+        outcome = distil_file(rollout_with_a_secret(tmp_path))
         assert fake.response_requests == []
     assert outcome["status"] == "waiting" and "codex login" in outcome["detail"]
-    [job] = queued(settings)
+    [job] = queued_jobs(settings)
     assert job.attempts == 0

@@ -60,6 +60,15 @@ def snippet(text: str) -> str:
     return redact(one_line(text, 300)) or "no output"
 
 
+def reported_tokens(counts: object, *keys: str) -> int:
+    """The sum of the integer fields `keys` of a usage object a CLI printed (anything that
+    is not a count counts 0)."""
+    if not isinstance(counts, dict):
+        return 0
+    values = [counts.get(key) for key in keys]
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+
+
 def is_distill_child() -> bool:
     """Whether this process runs inside a child that mtl-mcp started to distil a session."""
     return bool(os.environ.get(DISTILL_CHILD_ENV))

@@ -22,7 +22,14 @@ from typing import Any
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
-from mtl_mcp.learning.backends.child import CliStatus, deadline_error, probe, run_child, snippet
+from mtl_mcp.learning.backends.child import (
+    CliStatus,
+    deadline_error,
+    probe,
+    reported_tokens,
+    run_child,
+    snippet,
+)
 from mtl_mcp.learning.backends.structured import (
     json_object,
     parse_answer,
@@ -118,7 +125,13 @@ class ClaudeCodeBackend:
                 f"{snippet(done.stdout + ' ' + done.stderr)}); the job stays queued: check "
                 "that MTL_MCP_CLAUDE_COMMAND runs Claude Code"
             )
-        _add_usage(result, usage)
+        counts = result.get("usage")
+        usage.add(
+            reported_tokens(
+                counts, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"
+            ),
+            reported_tokens(counts, "output_tokens"),
+        )
         if result.get("is_error") or done.returncode != 0:
             raise _failure(result, done.returncode, step)
         if "structured_output" not in result:
@@ -130,23 +143,6 @@ def _json_result(stdout: str) -> dict[str, Any] | None:
     """The `--output-format json` result object, or None if stdout is something else."""
     data = json_object(stdout)
     return data if data is not None and data.get("type") == "result" else None
-
-
-def _add_usage(result: dict[str, Any], usage: Usage) -> None:
-    counts = result.get("usage")
-    if not isinstance(counts, dict):
-        return
-
-    def count(key: str) -> int:
-        value = counts.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    usage.add(
-        count("input_tokens")
-        + count("cache_creation_input_tokens")
-        + count("cache_read_input_tokens"),
-        count("output_tokens"),
-    )
 
 
 def _failure(result: dict[str, Any], returncode: int, step: str) -> DistillError:

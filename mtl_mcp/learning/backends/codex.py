@@ -18,12 +18,18 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
-from mtl_mcp.learning.backends.child import CliStatus, deadline_error, probe, run_child, snippet
+from mtl_mcp.learning.backends.child import (
+    CliStatus,
+    deadline_error,
+    probe,
+    reported_tokens,
+    run_child,
+    snippet,
+)
 from mtl_mcp.learning.backends.structured import (
     json_in_text,
     json_object,
@@ -136,8 +142,12 @@ class CodexBackend:
         final, failure = None, None
         for event in events:
             kind, item = event.get("type"), event.get("item")
-            if kind == "turn.completed":
-                _add_usage(event.get("usage"), usage)
+            if kind == "turn.completed":  # summed over the turn's requests; cached included
+                counts = event.get("usage")
+                usage.add(
+                    reported_tokens(counts, "input_tokens"),
+                    reported_tokens(counts, "output_tokens"),
+                )
             elif kind == "turn.failed":
                 error = event.get("error")
                 failure = str(error.get("message") if isinstance(error, dict) else error)
@@ -156,19 +166,6 @@ class CodexBackend:
         except ValueError:
             raise unusable(step, "the answer is not JSON", _SWITCH_MODEL) from None
         return parse_answer(data, answer, step=step, fix=_SWITCH_MODEL)
-
-
-def _add_usage(counts: Any, usage: Usage) -> None:
-    """`turn.completed` usage: input tokens (cached ones included) and output tokens
-    (reasoning included), summed over the turn's requests."""
-    if not isinstance(counts, dict):
-        return
-
-    def count(key: str) -> int:
-        value = counts.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    usage.add(count("input_tokens"), count("output_tokens"))
 
 
 def _failure(message: str, returncode: int, step: str) -> DistillError:
