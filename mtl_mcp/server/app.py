@@ -11,26 +11,17 @@ import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.context import CallNext, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import (
-    CallToolResult,
-    CreateMessageResult,
-    ModelHint,
-    ModelPreferences,
-    SamplingMessage,
-    TextContent,
-    ToolAnnotations,
-)
+from mcp_types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from mtl_mcp import __version__
@@ -49,10 +40,19 @@ from mtl_mcp.schemas import (
     RecordResult,
     Scope,
 )
+from mtl_mcp.server.sampling import (
+    SamplingPlan,
+    ServerState,
+    answer_text,
+    client_name,
+    first_answer,
+    sampling_plan,
+    second_answer,
+    third_answer,
+)
 from mtl_mcp.text.render import RECALL_HEADER, insight_markdown, recall_text
 
 if TYPE_CHECKING:
-    from mtl_mcp.learning.pipeline import SessionDigest
     from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -314,10 +314,11 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
             Field(description="A session transcript to distil when you pass no insights."),
         ] = None,
         ctx: Context | None = None,
-        sampling: Annotated[_Sampling | None, Resolve(_sampling_plan)] = None,
-        first: Annotated[CreateMessageResult | None, Resolve(_first_answer)] = None,
-        second: Annotated[CreateMessageResult | None, Resolve(_second_answer)] = None,
-        third: Annotated[CreateMessageResult | None, Resolve(_third_answer)] = None,
+        # Filled by the sampling resolvers (mtl_mcp.server.sampling), not by the client.
+        sampling: Annotated[SamplingPlan | None, Resolve(sampling_plan)] = None,
+        first: Annotated[CreateMessageResult | None, Resolve(first_answer)] = None,
+        second: Annotated[CreateMessageResult | None, Resolve(second_answer)] = None,
+        third: Annotated[CreateMessageResult | None, Resolve(third_answer)] = None,
     ) -> RecordSessionResult:
         """Record 0-3 abstract insights at the end of a task; each is linted and deduplicated.
 
@@ -339,7 +340,7 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
 
             answered = [a for a in (first, second, third) if a is not None]
             replay = SampledAnswers(
-                [_answer_text(a) for a in answered],
+                [answer_text(a) for a in answered],
                 answered[-1].model if answered else "the client's model",
             )
             results, note = await call(
@@ -351,7 +352,7 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
             # The learning pipeline loads only when a client asks it to distil.
             from mtl_mcp.learning.pipeline import learn_from_summary, session_digest
 
-            client = _client_name(ctx)
+            client = client_name(ctx)
             results, note = await call(
                 lambda m: learn_from_summary(
                     m,
@@ -460,130 +461,6 @@ def build_server(settings: Settings, memory: Memory | None = None) -> MCPServer[
         )
 
     return mcp
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """What the lifespan yields: for code that reaches the server only through `ctx`."""
-
-    settings: Settings
-    project_of: Callable[[Context | None, str | None], Awaitable[ProjectRef | None]]
-
-
-# -- MCP sampling: record_session distils through the client's own model -------------------
-#
-# From protocol 2026-07-28 a tool cannot wait inside a call for the client to sample: it
-# returns the question and the client calls again with the answer. The SDK's resolvers do
-# that dance (and, on older protocols, ask mid-call): one resolver per question, each
-# asking what the replayed pipeline needs next (judge, distill, repair; at most three).
-# They run before the tool body, which then stores what the answers distil.
-
-
-@dataclass(frozen=True)
-class _Sampling:
-    """A record_session call that distils through the client's model."""
-
-    session: SessionDigest
-    project: ProjectRef
-    outcome: Outcome
-
-
-def _state(ctx: Context) -> ServerState:
-    return cast(ServerState, ctx.request_context.lifespan_context)
-
-
-def _declares_sampling(ctx: Context) -> bool:
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.sampling is not None
-
-
-async def _sampling_plan(
-    ctx: Context,
-    summary: str,
-    outcome: Outcome,
-    insights: list[dict[str, Any]] | None,
-    transcript_path: str | None,
-    project: str | None,
-) -> _Sampling | None:
-    """Whether this call distils by sampling: no insights given, the client samples, and
-    `auto` allows it (no API key, budgets above 0)."""
-    state = _state(ctx)
-    if insights or not _declares_sampling(ctx):
-        return None
-    from mtl_mcp.learning.backends.select import sampling_allowed
-    from mtl_mcp.learning.pipeline import session_digest
-
-    if not sampling_allowed(state.settings):
-        return None
-    ref = await state.project_of(ctx, project) or resolve_project(".")
-    try:
-        session = await anyio.to_thread.run_sync(
-            lambda: session_digest(state.settings, summary, transcript_path, _client_name(ctx))
-        )
-    except MtlError as exc:
-        raise _fail(exc) from exc
-    return _Sampling(session, ref, outcome) if session.text.strip() else None
-
-
-def _question(ctx: Context, sampling: _Sampling | None, answered: list[Any]) -> Sample | None:
-    """The next question for the client's model, or None when no (more) is needed."""
-    if sampling is None or None in answered:
-        return None
-    from mtl_mcp.learning.pipeline import next_sampling_request
-
-    state = _state(ctx)
-    texts = [_answer_text(a) for a in answered]
-    try:
-        request = next_sampling_request(
-            state.settings, sampling.session, texts, sampling.outcome, sampling.project
-        )
-    except MtlError as exc:
-        raise _fail(exc) from exc
-    if request is None:
-        return None
-    return Sample(
-        [SamplingMessage(role="user", content=TextContent(type="text", text=request.user))],
-        max_tokens=request.max_tokens,
-        system_prompt=request.system,
-        # A small, cheap model does: it is a short extraction.
-        model_preferences=ModelPreferences(
-            hints=[ModelHint(name="haiku")], cost_priority=0.9, intelligence_priority=0.3
-        ),
-    )
-
-
-def _first_answer(
-    ctx: Context, sampling: Annotated[_Sampling | None, Resolve(_sampling_plan)]
-) -> Sample | None:
-    return _question(ctx, sampling, [])
-
-
-def _second_answer(
-    ctx: Context,
-    sampling: Annotated[_Sampling | None, Resolve(_sampling_plan)],
-    first: Annotated[CreateMessageResult | None, Resolve(_first_answer)],
-) -> Sample | None:
-    return _question(ctx, sampling, [first])
-
-
-def _third_answer(
-    ctx: Context,
-    sampling: Annotated[_Sampling | None, Resolve(_sampling_plan)],
-    first: Annotated[CreateMessageResult | None, Resolve(_first_answer)],
-    second: Annotated[CreateMessageResult | None, Resolve(_second_answer)],
-) -> Sample | None:
-    return _question(ctx, sampling, [first, second])
-
-
-def _answer_text(answer: CreateMessageResult) -> str:
-    """The text the client's model answered ('' for an image or audio answer)."""
-    return answer.content.text if isinstance(answer.content, TextContent) else ""
-
-
-def _client_name(ctx: Context | None) -> str | None:
-    """The MCP client's name from its handshake (e.g. 'claude-code'), if it gave one."""
-    params = ctx.session.client_params if ctx is not None else None
-    return params.client_info.name if params is not None else None
 
 
 async def _flush_periodically(memory: MemoryHandle) -> None:

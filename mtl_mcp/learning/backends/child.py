@@ -34,10 +34,6 @@ class CliStatus:
     executable: str | None
     detail: str
 
-    @property
-    def ready(self) -> bool:
-        return self.executable is not None
-
 
 @dataclass(frozen=True)
 class ChildResult:

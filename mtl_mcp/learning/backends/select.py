@@ -68,7 +68,7 @@ class Chooser:
         self.settings = settings
         self._status: dict[str, CliStatus] = {}
 
-    def status(self, cli: str) -> CliStatus:
+    def _status_of(self, cli: str) -> CliStatus:
         if cli not in self._status:
             self._status[cli] = _STATUS[cli](self.settings)
         return self._status[cli]
@@ -87,11 +87,8 @@ class Chooser:
             how = "as configured" if wanted == "anthropic" else "auto: an API key is set"
             return Choice(AnthropicBackend(settings), f"the Anthropic API ({how})")
         if settings.subscription_daily_tokens == 0:
-            return Choice(
-                None,
-                f"{NO_API_KEY}, and the subscription backends are off "
-                "(MTL_MCP_SUBSCRIPTION_DAILY_TOKENS=0)",
-            )
+            off = "the subscription backends are off (MTL_MCP_SUBSCRIPTION_DAILY_TOKENS=0)"
+            return Choice(None, f"{NO_API_KEY}, and {off}" if wanted == "auto" else off)
         if wanted != "auto":
             return self._cli(wanted, f"as configured (MTL_MCP_DISTILL_BACKEND={wanted})")
         source = source_of(source)
@@ -105,7 +102,7 @@ class Chooser:
         return Choice(None, f"no model to distil with: {NO_API_KEY}; " + "; ".join(problems))
 
     def _cli(self, cli: str, how: str) -> Choice:
-        status = self.status(cli)
+        status = self._status_of(cli)
         if status.executable is None:
             return Choice(None, status.detail)
         backend: Backend = (
