@@ -260,3 +260,18 @@ def queued_jobs(settings: Settings) -> list[Any]:
     from mtl_mcp.learning.spool import Spool
 
     return [job for _, job in Spool(settings).jobs()]
+
+
+def distillation_children(settings: Settings) -> list[int]:
+    """Pids of processes still running as a distillation child of this test's data dir
+    (their environment carries the child marker and this MTL_MCP_HOME)."""
+    home = f"MTL_MCP_HOME={settings.home}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            variables = environ.read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if b"MTL_MCP_DISTILL_CHILD=1" in variables and home in variables:
+            found.append(int(environ.parent.name))
+    return found

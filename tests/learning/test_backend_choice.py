@@ -255,3 +255,31 @@ def test_the_api_spend_lands_in_the_same_ledger_under_its_name(
         memory.close()
     assert stored.distilled_by == "claude-haiku-5-5"
     assert ledger(settings).used_today("anthropic") == ledger(settings).used_today() == 150
+
+
+def old_cli(tmp_path: Path, name: str, version: str, flags: str) -> Path:
+    """A stand-in for an old release (none can be installed offline): it knows its version
+    and lists only `flags` in its help."""
+    script = tmp_path / name
+    script.write_text(
+        f'#!/bin/sh\ncase "$*" in --version) echo "{version}";; *--help) echo "{flags}";; esac\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_cli_too_old_for_the_flags_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `claude` without --json-schema, a `codex exec` without --output-schema: the job
+    waits and the reason says what is missing and how to update."""
+    claude = old_cli(tmp_path, "claude", "1.0.3 (Claude Code)", "-p --tools --settings --model")
+    codex = old_cli(tmp_path, "codex", "codex-cli 0.9.0", "--json --sandbox")
+    monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", str(claude))
+    monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", str(codex))
+    backend, reason = chosen("claude-code")
+    assert backend is None and "claude 1.0.3 (Claude Code) is too old (no --json-schema" in reason
+    assert "claude update" in reason
+    backend, reason = chosen("codex")
+    assert backend is None and "codex-cli 0.9.0 is too old (no --output-schema" in reason

@@ -24,7 +24,13 @@ from mtl_mcp.learning.distill import DISTILL_MAX_TOKENS, JUDGE_MAX_TOKENS
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.learning.proposals import DistilledInsights, Judgement
 from tests.claude_code import ClaudeCode
-from tests.conftest import LEAKED, claude_code_transcript, distil_file, queued_jobs
+from tests.conftest import (
+    LEAKED,
+    claude_code_transcript,
+    distil_file,
+    distillation_children,
+    queued_jobs,
+)
 from tests.fake_anthropic import FakeAnthropic
 from tests.learning.test_sessions import LESSON  # the same date lesson
 
@@ -135,6 +141,7 @@ def test_a_claude_that_hangs_is_killed_at_the_deadline_and_the_job_stays_queued(
     assert outcome["status"] == "retry" and "did not finish within 8 s" in outcome["detail"]
     assert len(queued_jobs(settings)) == 1
     assert ledger(settings).used_today("claude-code") >= JUDGE_MAX_TOKENS
+    assert distillation_children(settings) == []  # the whole process group is gone
 
 
 def test_a_claude_that_prints_garbage_leaves_the_job_queued(

@@ -22,7 +22,7 @@ from mtl_mcp.learning.backends.structured import strict_schema
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.learning.proposals import DistilledInsights, Judgement
 from tests.codex_cli import Codex
-from tests.conftest import LEAKED, distil_file, queued_jobs
+from tests.conftest import LEAKED, distil_file, distillation_children, queued_jobs
 from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.slow
@@ -156,6 +156,7 @@ def test_a_codex_waiting_for_ever_is_killed_at_the_deadline(
     outcome = distil_file(rollout_with_a_secret(tmp_path))
     assert outcome["status"] == "retry" and "did not finish within 8 s" in outcome["detail"]
     assert len(queued_jobs(settings)) == 1
+    assert distillation_children(settings) == []  # the whole process group is gone
 
 
 def test_an_answer_that_is_not_json_leaves_the_job_queued(
