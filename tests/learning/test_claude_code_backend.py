@@ -105,13 +105,15 @@ def test_our_hooks_ignore_a_claude_session_that_carries_the_marker(
     hooks_log = settings.home / "logs" / "hooks.log"
     marked = claude.run(["-p", "say done"], cwd=tmp_path / "project", MTL_MCP_DISTILL_CHILD="1")
     assert marked.returncode == 0, marked.stdout + marked.stderr
-    assert "ignored: a distillation run started by mtl-mcp" in hooks_log.read_text()
-    assert queued_jobs(settings) == []
+    logged = hooks_log.read_text()
+    assert "ignored: a distillation run started by mtl-mcp" in logged
+    assert "queued session" not in logged and queued_jobs(settings) == []
 
     plain = claude.run(["-p", "say done"], cwd=tmp_path / "project")
     assert plain.returncode == 0, plain.stdout + plain.stderr
-    assert "queued session" in hooks_log.read_text()  # so the hooks did run both times
-    assert len(queued_jobs(settings)) == 1
+    # The hooks did run both times. (The worker this one started may already have taken
+    # the job: its count is not stable.)
+    assert "queued session" in hooks_log.read_text()
 
 
 def test_a_claude_that_fails_leaves_the_job_queued(
