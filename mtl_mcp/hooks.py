@@ -5,6 +5,10 @@ the exit code is 0. They import nothing heavy: session-end returns in a fraction
 and leaves distillation to a detached worker; session-start prints context precomputed for
 the project by a detached refresh (or, in a project's first session, the general context),
 so it never waits for LanceDB or the model.
+
+Both do nothing in a session mtl-mcp itself started to distil another (its environment
+carries the marker of `learning.backends.child`): queueing it would distil it, and that run
+would queue itself again, for ever.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from mtl_mcp.config import Settings
+from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import missing_conversation
 from mtl_mcp.operations.context import cached_context
@@ -30,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
 STDIN_LIMIT = 1 << 20
+OUR_OWN_RUN = "ignored: a distillation run started by mtl-mcp"
 
 
 class HookInput(BaseModel):
@@ -113,6 +119,8 @@ def spawn_detached(settings: Settings, *args: str) -> None:
 
 def session_end(raw: str, settings: Settings) -> str:
     """Spool a session that holds a conversation and start a worker; returns what was done."""
+    if is_distill_child():
+        return OUR_OWN_RUN
     payload = parse_input(raw)
     session = payload.session_id or payload.conversation_id
     if not payload.transcript_path or not session:
@@ -135,6 +143,9 @@ def session_end(raw: str, settings: Settings) -> str:
 def session_start(raw: str, settings: Settings) -> str:
     """The context to inject: precomputed for this project (else the general context),
     refreshed in the background."""
+    if is_distill_child():
+        logger.info("session-start %s", OUR_OWN_RUN)
+        return ""
     payload = parse_input(raw)
     project = resolve_project(payload.project_dir or Path.cwd())
     if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled

@@ -1,4 +1,5 @@
-"""Every test gets its own data directory and no API key; the real model and LanceDB are used."""
+"""Every test gets its own data directory, no API key and no assistant login; the real model
+and LanceDB are used."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     monkeypatch.delenv("MTL_MCP_EMBED_MODEL", raising=False)
     monkeypatch.delenv("MTL_MCP_SERVICE", raising=False)
+    # Nor an assistant login: a `claude` or `codex` on this machine's PATH is never used
+    # unless a test points these at one.
+    monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", "claude-not-installed-for-tests")
+    monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", "codex-not-installed-for-tests")
+    monkeypatch.delenv("MTL_MCP_DISTILL_BACKEND", raising=False)
     yield
     stop_services_under(tmp_path)
 
@@ -267,3 +273,37 @@ def claude_code_transcript(path: Path, session: str = "sess-1") -> Path:
         "\n".join(json.dumps({**common, **line}) for line in lines) + "\n", encoding="utf-8"
     )
     return path
+
+
+def distil_file(transcript: Path) -> dict[str, Any]:
+    """`mtl-mcp distill FILE --json` in process: the outcome of the file's one job."""
+    from click.testing import CliRunner
+
+    from mtl_mcp.cli import cli
+
+    result = CliRunner().invoke(cli, ["distill", str(transcript), "--json"])
+    assert result.exit_code == 0, result.output
+    [outcome] = json.loads(result.stdout)
+    return dict(outcome)
+
+
+def queued_jobs(settings: Settings) -> list[Any]:
+    """The jobs waiting in the spool."""
+    from mtl_mcp.learning.spool import Spool
+
+    return [job for _, job in Spool(settings).jobs()]
+
+
+def distillation_children(settings: Settings) -> list[int]:
+    """Pids of processes still running as a distillation child of this test's data dir
+    (their environment carries the child marker and this MTL_MCP_HOME)."""
+    home = f"MTL_MCP_HOME={settings.home}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            variables = environ.read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if b"MTL_MCP_DISTILL_CHILD=1" in variables and home in variables:
+            found.append(int(environ.parent.name))
+    return found

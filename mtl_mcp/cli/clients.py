@@ -71,7 +71,8 @@ SCOPE_OPTION = click.option(
     help="No session hooks: the server (and Claude Code's read-only permissions) only.",
 )
 def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
-    """Register the MCP server (and session hooks) in a client's config files.
+    """Register the MCP server (and session hooks) in a client's config files; say which
+    model will distil its sessions and what that costs.
 
     For Claude Code, also allow the read-only tools (recall_insights, list_memories), so
     they run without a prompt, and in `claude -p`; the others still ask.
@@ -80,6 +81,10 @@ def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
     context, so the first session neither waits for them nor starts without context.
     """
     _apply(_plan(client, scope, remove=False, hooks=not no_hooks), dry_run)
+    from mtl_mcp.learning.backends.select import source_of
+    from mtl_mcp.learning.pipeline import backend_summary
+
+    click.echo(f"note: {backend_summary(settings(), source_of(client))}", err=True)
     if not dry_run:
         _prepare_memory()
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
 from mtl_mcp.errors import MtlError
 from mtl_mcp.index.embedder import default_model_file, get_embedder
-from mtl_mcp.learning.backends.anthropic_api import has_api_key
+from mtl_mcp.learning.backends.select import CLI_BACKENDS, Chooser
 from mtl_mcp.memory import Memory
 from mtl_mcp.storage.backup import backups_dir, inspect_store, list_backups
 
@@ -86,20 +86,25 @@ def _store(settings: Settings) -> Check:
     return Check(name="store", ok=True, detail=detail)
 
 
-def _api_key(settings: Settings) -> Check:
-    if has_api_key(settings):
-        return Check(
-            name="Anthropic API key",
-            ok=True,
-            required=False,
-            detail=f"set; distillation uses {settings.distill_model}",
-        )
+def _distillation(settings: Settings) -> Check:
+    """Which backend distils the sessions of each assistant, or why none can."""
+    chooser = Chooser(settings)
+    choices = {source: chooser.choose(source) for source in CLI_BACKENDS}
+    detail = "; ".join(
+        f"{source} sessions: "
+        + (f"{c.backend.name} ({c.reason})" if c.backend else f"wait in the queue ({c.reason})")
+        for source, c in choices.items()
+    )
+    if any(c.backend for c in choices.values()):
+        return Check(name="distillation", ok=True, required=False, detail=detail)
     return Check(
-        name="Anthropic API key",
+        name="distillation",
         ok=False,
         required=False,
-        detail="not set: session transcripts are not distilled (recall still works)",
-        fix=f"export ANTHROPIC_API_KEY, or add anthropic_api_key to {settings.config_file}",
+        detail=f"session transcripts are not distilled (recall still works): {detail}",
+        fix=f"export ANTHROPIC_API_KEY (or add anthropic_api_key to {settings.config_file}), "
+        "or log in to Claude Code (`claude`, then /login) or Codex (`codex login`); see "
+        "MTL_MCP_DISTILL_BACKEND",
     )
 
 
@@ -211,5 +216,5 @@ def run_checks(settings: Settings) -> list[Check]:
     if checks[0].ok:
         checks.append(_backups(settings))
         checks.append(_service(settings))
-    checks.append(_api_key(settings))
+    checks.append(_distillation(settings))
     return checks

@@ -23,10 +23,10 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.context import CallNext, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from mtl_mcp.config import Settings
@@ -43,6 +43,16 @@ from mtl_mcp.schemas import (
     Provenance,
     RecordResult,
     Scope,
+)
+from mtl_mcp.server.sampling import (
+    SamplingPlan,
+    ServerState,
+    answer_text,
+    client_name,
+    first_answer,
+    sampling_plan,
+    second_answer,
+    third_answer,
 )
 from mtl_mcp.text.render import RECALL_HEADER, insight_markdown, listing_text, recall_text
 from mtl_mcp.version import __version__
@@ -266,13 +276,14 @@ def build_server(
         return roots_project[session]
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[ServerState]:
+        state = ServerState(settings, project_of)  # what resolvers reach through ctx
         if not own:  # the service keeps the memory itself
-            yield
+            yield state
             return
         assert keeper is not None
         async with keeper.running():
-            yield
+            yield state
 
     async def warm_after_handshake(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         """Start the warm-up once a request other than `initialize` has been answered."""
@@ -385,11 +396,17 @@ def build_server(
             Field(description="A session transcript to distil when you pass no insights."),
         ] = None,
         ctx: Context | None = None,
+        # Filled by the sampling resolvers (mtl_mcp.server.sampling), not by the client.
+        sampling: Annotated[SamplingPlan | None, Resolve(sampling_plan)] = None,
+        first: Annotated[CreateMessageResult | None, Resolve(first_answer)] = None,
+        second: Annotated[CreateMessageResult | None, Resolve(second_answer)] = None,
+        third: Annotated[CreateMessageResult | None, Resolve(third_answer)] = None,
     ) -> RecordSessionResult:
         """Record 0-3 abstract insights at the end of a task; each is linted and deduplicated.
 
-        Without insights, the summary (or the transcript) is distilled into insights with the
-        Anthropic API when an API key is configured.
+        Without insights, the summary (or the transcript) is distilled into insights: with
+        the Anthropic API when a key is configured, else with your own model when this
+        client offers MCP sampling, else with the Claude Code or Codex login.
         """
         window = WINDOW.get()
         ref = await project_of(ctx, project) or resolve_project(
@@ -402,12 +419,33 @@ def build_server(
         if insights:
             drafts = [{"domain": domain, **item} if domain else item for item in insights]
             results = await call(lambda m: m.record(drafts, provenance, project_name=ref.name))
-        else:
-            # The learning pipeline loads only when a client asks it to distil.
+        elif sampling is not None:  # the resolvers asked the client's model already
+            from mtl_mcp.learning.backends.sampling import SampledAnswers
             from mtl_mcp.learning.pipeline import learn_from_summary
 
+            answered = [a for a in (first, second, third) if a is not None]
+            replay = SampledAnswers(
+                [answer_text(a) for a in answered],
+                answered[-1].model if answered else "the client's model",
+            )
             results, note = await call(
-                lambda m: learn_from_summary(m, summary, transcript_path, outcome, ref, provenance)
+                lambda m: learn_from_summary(
+                    m, sampling.session, outcome, sampling.project, provenance, replay
+                )
+            )
+        else:
+            # The learning pipeline loads only when a client asks it to distil.
+            from mtl_mcp.learning.pipeline import learn_from_summary, session_digest
+
+            client = client_name(ctx)
+            results, note = await call(
+                lambda m: learn_from_summary(
+                    m,
+                    session_digest(m.settings, summary, transcript_path, client),
+                    outcome,
+                    ref,
+                    provenance,
+                )
             )
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}
         return RecordSessionResult(outcome=outcome, results=results, note=note, **counts)

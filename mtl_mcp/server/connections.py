@@ -100,7 +100,7 @@ async def serve(service: Service) -> None:
             pumps.start_soon(pump_in)
             pumps.start_soon(pump_out)
             await serve_dual_era_loop(
-                lowlevel, inbound, outbound, lifespan_state=None, init_options=options
+                lowlevel, inbound, outbound, lifespan_state=state, init_options=options
             )
             pumps.cancel_scope.cancel()
 
@@ -117,7 +117,11 @@ async def serve(service: Service) -> None:
             service.connections -= 1
             service.last_active = time.monotonic()
 
-    async with keeper.running(), anyio.create_task_group() as tasks:
+    async with (
+        keeper.running(),
+        lowlevel.lifespan(lowlevel) as state,  # one server state for every connection
+        anyio.create_task_group() as tasks,
+    ):
         keeper.start_warming()
         tasks.start_soon(listener.serve, handle, tasks)
         while not service.should_exit():
