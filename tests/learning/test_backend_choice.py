@@ -139,9 +139,8 @@ def test_hooks_do_nothing_in_a_session_we_started(
 ) -> None:
     """With the child marker, session-end queues nothing and session-start injects and spawns
     nothing; without it, the same input is queued."""
-    payload = json.dumps(
-        {"session_id": "child", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": "."}
-    )
+    transcript = claude_code_transcript(tmp_path / "t.jsonl")  # a real conversation
+    payload = json.dumps({"session_id": "child", "transcript_path": str(transcript), "cwd": "."})
     monkeypatch.setenv("MTL_MCP_DISTILL_CHILD", "1")
     assert session_end(payload, settings) == OUR_OWN_RUN
     assert session_start(payload, settings) == ""
