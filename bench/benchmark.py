@@ -2,15 +2,19 @@
 
     python bench/benchmark.py [--quick] [--out bench-results/results.json]
 
-1. Handshake: spawn -> `initialize` + `tools/list` answered, mtl-mcp vs a bare MCPServer
-   with one tool (bench/bare_server.py), alternating runs; medians and their ratio.
-2. Warm recall over MCP stdio at 10,000 and 100,000 insights (client-side p50/p90), next to
-   in-process baselines: LanceDB's flat cosine search (the paper's plain brute force), a
-   numpy matrix-vector product (the floor) and the query embedding alone.
-3. Server RSS at the largest size.
-4. Hook return time: `mtl-mcp hook session-end` / `session-start` as a client runs them.
-5. Bulk import throughput: `mtl-mcp import` of generated insights (wall clock, and the
-   in-process rate without interpreter start-up).
+1. Handshake: spawn -> `initialize` + `tools/list` answered, for a new mtl-mcp window with
+   the shared service warm, with no service running (the window starts it), in-process
+   (MTL_MCP_SERVICE=off), a bare MCPServer with one tool (bench/bare_server.py) and the
+   official Node memory server; alternating runs, medians.
+2. At 10,000 and 100,000 insights, through a window and the warm service: the first recall
+   of a new window, warm recall over MCP stdio (client-side p50/p90, 3-sentence plans), the
+   resident memory of the window (the relay) and of the service; next to in-process
+   baselines: LanceDB's flat cosine search (the paper's plain brute force), a numpy
+   matrix-vector product (the floor) and the query embedding alone.
+3. Hook return time: `mtl-mcp hook session-end` / `session-start` as a client runs them.
+4. Bulk import: `mtl-mcp import` of generated insights: throughput and peak resident memory.
+
+`bench/stress.py` measures recall while windows write; `bench/peers.py` the peer in depth.
 
 The large stores are filled directly through LanceDB with random unit vectors: recall cost
 does not depend on what the vectors say, and embedding 100,000 texts would take an hour.
@@ -23,6 +27,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +49,7 @@ from mcp.client import Client
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
+from mtl_mcp.operations.service import request, stop_service
 from mtl_mcp.storage.schema import insight_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,24 +90,59 @@ async def handshake(params: StdioServerParameters) -> float:
     return elapsed
 
 
+def window(home: Path, **extra: str) -> StdioServerParameters:
+    """A client window's `mtl-mcp serve`, as an installer registers it."""
+    command = str(Path(sys.executable).with_name("mtl-mcp"))
+    return StdioServerParameters(
+        command=command, args=["serve"], env={**server_env(home), **extra}
+    )
+
+
 async def bench_handshake(runs: int, home: Path) -> dict[str, Any]:
-    bare = StdioServerParameters(
-        command=sys.executable, args=[str(ROOT / "bench/bare_server.py")], env=server_env(home)
-    )
-    ours = StdioServerParameters(
-        command=sys.executable, args=["-m", "mtl_mcp", "serve"], env=server_env(home)
-    )
-    times: dict[str, list[float]] = {"bare": [], "mtl": []}
+    settings = load_settings(home, starter=False)
+    Memory(settings).close()  # the store exists: every variant opens the same one
+    variants: dict[str, StdioServerParameters] = {
+        "bare": StdioServerParameters(
+            command=sys.executable, args=[str(ROOT / "bench/bare_server.py")], env=server_env(home)
+        ),
+        "window_service_warm": window(home),
+        "window_no_service": window(home),
+        "in_process": window(home, MTL_MCP_SERVICE="off"),
+    }
+    node = node_memory_server(home.parent / "peer")
+    if node is not None:
+        variants["node_memory_server"] = node
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    await handshake(window(home))  # the service starts, and is warm for the runs below
     for _ in range(runs):
-        times["bare"].append(await handshake(bare))
-        times["mtl"].append(await handshake(ours))
-    bare_ms, mtl_ms = median_ms(times["bare"]), median_ms(times["mtl"])
+        for name, params in variants.items():
+            if name == "window_no_service":
+                stop_service(settings)
+            times[name].append(await handshake(params))
+            if name == "window_no_service":
+                await handshake(window(home))  # warm again for the next variant
+    medians = {name: median_ms(samples) for name, samples in times.items()}
+    stop_service(settings)
     return {
         "runs": runs,
-        "bare_median_ms": bare_ms,
-        "mtl_median_ms": mtl_ms,
-        "ratio": round(mtl_ms / bare_ms, 3),
+        **{f"{name}_median_ms": value for name, value in medians.items()},
+        "no_service_over_bare": round(medians["window_no_service"] / medians["bare"], 3),
+        "in_process_over_bare": round(medians["in_process"] / medians["bare"], 3),
     }
+
+
+def node_memory_server(where: Path) -> StdioServerParameters | None:
+    """The official Node memory server, installed from npm (None without npm)."""
+    from peers import install_peer
+
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return None
+    entry = install_peer(where)
+    return StdioServerParameters(
+        command=shutil.which("node") or "node",
+        args=[str(entry)],
+        env={"PATH": os.environ["PATH"], "MEMORY_FILE_PATH": str(where / "memory.jsonl")},
+    )
 
 
 def synthetic_batches(
@@ -190,8 +231,19 @@ def baselines(store: Memory, reps: int) -> dict[str, float]:
     }
 
 
-def rss_mb(home: Path) -> float | None:
-    """Resident memory of the `mtl_mcp serve` process using `home`."""
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of a process, from /proc."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def window_pid(home: Path) -> int | None:
+    """The pid of the `mtl-mcp serve` window (the relay) using `home`."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -200,31 +252,38 @@ def rss_mb(home: Path) -> float | None:
             environ = (proc / "environ").read_bytes()
         except OSError:
             continue
-        if b"mtl_mcp\x00serve" in cmdline and str(home).encode() in environ:
-            for line in (proc / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return round(int(line.split()[1]) / 1024, 1)
+        if cmdline.endswith(b"mtl-mcp\x00serve\x00") and str(home).encode() in environ:
+            return int(proc.name)
     return None
 
 
 async def bench_recall(home: Path, reps: int) -> dict[str, Any]:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mtl_mcp", "serve"], env=server_env(home)
-    )
+    """Through a window and the service, warmed by an earlier window."""
+    settings = load_settings(home, starter=False)
+    async with Client(window(home)) as warmer:  # starts the service and warms it
+        await warmer.call_tool("recall_insights", {"plan": PLANS[0]})
     samples: list[float] = []
-    async with Client(params) as client:
+    async with Client(window(home)) as client:  # a new window, service warm
         await client.list_tools()
-        await client.call_tool("recall_insights", {"plan": PLANS[0]})  # waits for warm-up
+        start = time.perf_counter()
+        first = await client.call_tool("recall_insights", {"plan": PLANS[1], "k": 3})
+        first_ms = round((time.perf_counter() - start) * 1000, 2)
+        assert not first.is_error, first.content
         for plan in itertools.islice(itertools.cycle(PLANS), reps):
             start = time.perf_counter()
             result = await client.call_tool("recall_insights", {"plan": plan, "k": 3})
             samples.append(time.perf_counter() - start)
             assert not result.is_error, result.content
-        rss = rss_mb(home)
+        relay = window_pid(home)
+        window_rss = rss_mb(relay) if relay else None
+        status = request(settings, "status") or {}
+    stop_service(settings)
     return {
+        "first_recall_new_window_ms": first_ms,
         "recall_p50_ms": median_ms(samples),
         "recall_p90_ms": p90_ms(samples),
-        "server_rss_mb": rss,
+        "window_rss_mb": window_rss,
+        "service_rss_mb": status.get("rss_mb"),
     }
 
 
@@ -294,31 +353,25 @@ def generated_insights(count: int) -> list[dict[str, Any]]:
 
 
 def bench_import(work: Path, count: int) -> dict[str, Any]:
+    """`mtl-mcp import` as a user runs it: wall clock, rate and the process's peak RSS."""
     source = work / "import.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in generated_insights(count)) + "\n")
     home = work / "import-home"
     start = time.perf_counter()
-    subprocess.run(
+    importer = subprocess.Popen(
         [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
         env={**os.environ, **server_env(home)},
-        check=True,
-        capture_output=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
+    _, status, usage = os.wait4(importer.pid, 0)
     wall = time.perf_counter() - start
-    store = Memory(load_settings(work / "import-home-2", starter=False))
-    from mtl_mcp.schemas import InsightDraft
-
-    drafts = [InsightDraft.model_validate(r) for r in generated_insights(count)]
-    store.embedder.embed_query("load the model first")
-    start = time.perf_counter()
-    for offset in range(0, count, 256):
-        store.import_insights(drafts[offset : offset + 256])
-    in_process = time.perf_counter() - start
+    assert status == 0, f"the import failed ({status})"
     return {
         "insights": count,
         "cli_wall_s": round(wall, 2),
         "cli_per_s": round(count / wall, 1),
-        "in_process_per_s": round(count / in_process, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
     }
 
 
@@ -327,7 +380,11 @@ def bench_hooks(work: Path, runs: int) -> dict[str, Any]:
     home = work / "hooks-home"
     Memory(load_settings(home, starter=True)).close()  # a store with the starter pack
     transcript = work / "session.jsonl"
-    transcript.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n')
+    # A user and an assistant message: the hook queues it (an empty session would be dropped).
+    transcript.write_text(
+        '{"type": "user", "message": {"role": "user", "content": "hi"}}\n'
+        '{"type": "assistant", "message": {"role": "assistant", "content": "hello"}}\n'
+    )
     times: dict[str, list[float]] = {"session-end": [], "session-start": []}
     env = {**os.environ, **server_env(home)}
     for n in range(runs):
@@ -358,7 +415,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "results.json")
     args = parser.parse_args()
     sizes = [2_000, 10_000] if args.quick else [10_000, 100_000]
-    runs, reps, imports = (3, 20, 200) if args.quick else (10, 60, 1000)
+    runs, reps, imports = (3, 20, 1000) if args.quick else (10, 60, 10_000)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
     }
@@ -370,18 +427,14 @@ def main() -> None:
         print(json.dumps(results["hooks"]), flush=True)
         for size in sizes:
             home = work / f"store-{size}"
-            store = fill_store(home, size)
-            entry = {
-                "insights": size,
-                **anyio.run(bench_recall, home, reps),
-                **baselines(Memory(load_settings(home, starter=False)), reps),
-            }
+            fill_store(home, size)
+            entry = {"insights": size, **anyio.run(bench_recall, home, reps)}
+            entry.update(baselines(Memory(load_settings(home, starter=False)), reps))
             entry["lancedb_flat_over_ours"] = round(
                 entry["lancedb_flat_p50_ms"] / entry["recall_p50_ms"], 2
             )
             results[f"recall_{size}"] = entry
             print(json.dumps(entry), flush=True)
-            del store
         results["import"] = bench_import(work, imports)
         print(json.dumps(results["import"]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,11 +2,13 @@
 
     python bench/stress.py [--writers 8] [--per-writer 50] [--readers 2] [--out FILE]
 
-Each writer is its own `mtl-mcp serve` process, driven over MCP stdio, recording its
-insights one `record_session` call at a time; meanwhile each reader (another `mtl-mcp serve`)
-answers `recall_insights` in a loop until the writers are done. Servers compact the table
-every 50 versions, so compaction runs under the storm too; their stderr (at -v) is kept
-to count compactions and tracebacks.
+Each writer is its own `mtl-mcp serve` window, driven over MCP stdio, recording its
+insights one `record_session` call at a time; meanwhile each reader (another window)
+answers `recall_insights` in a loop until the writers are done. By default every window
+relays to the one shared service; `--in-process` (MTL_MCP_SERVICE=off) gives each window
+its own server on the same store, as before 0.2. The table is compacted every 50 versions,
+so compaction runs under the storm too; the logs (at -v) are kept to count compactions and
+tracebacks.
 
 The insights are generated so that no two (and none and a starter insight) are near
 duplicates: the maximum pairwise cosine similarity is checked to be below the dedup
@@ -39,6 +41,7 @@ from mcp.client import Client
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.index.embedder import get_embedder
+from mtl_mcp.operations.service import stop_service
 from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.text.lint import lint
 from mtl_mcp.text.starter import starter_drafts
@@ -149,21 +152,29 @@ class StormReport:
         return data
 
 
-def _server(home: Path, log: Path) -> StdioServerParameters:
+def _server(home: Path, log: Path, service: bool) -> StdioServerParameters:
     """`mtl-mcp serve` with its stderr kept in `log` (the client passes only a few env vars)."""
     command = f"exec {sys.executable} -m mtl_mcp serve -v 2>>{log}"  # -v: compaction lines
     env = {"MTL_MCP_HOME": str(home), "PATH": os.environ["PATH"], "MTL_MCP_STARTER": "1"}
+    env["MTL_MCP_SERVICE"] = "on" if service else "off"
     return StdioServerParameters(command="/bin/sh", args=["-c", command], env=env)
 
 
 async def run_storm(
-    home: Path, lessons: list[dict[str, Any]], writers: int, readers: int, pause: float = 0.0
+    home: Path,
+    lessons: list[dict[str, Any]],
+    writers: int,
+    readers: int,
+    pause: float = 0.0,
+    service: bool = True,
 ) -> StormReport:
-    """Drive the writers and readers (each pausing `pause` s between recalls); return what
-    every caller saw."""
+    """Drive the writers and readers (each pausing `pause` s between recalls) through the
+    shared service or, with `service` off, each in its own server; return what every
+    caller saw."""
     per_writer = len(lessons) // writers
     report = StormReport(writers=writers, per_writer=per_writer, readers=readers)
     logs = [home / "logs" / f"server-{n}.err" for n in range(writers + readers)]
+    logs.append(home / "logs" / "service.log")  # the shared service every window relays to
     logs[0].parent.mkdir(parents=True, exist_ok=True)
     report.stderr_logs = [str(p) for p in logs]
     ready = anyio.Event()
@@ -189,7 +200,7 @@ async def run_storm(
         nonlocal writers_done
         mine = lessons[n * per_writer : (n + 1) * per_writer]
         try:
-            async with Client(_server(home, logs[n]), read_timeout_seconds=120) as client:
+            async with Client(_server(home, logs[n], service), read_timeout_seconds=120) as client:
                 await connected(client)
                 for lesson in mine:
                     start = time.perf_counter()
@@ -214,7 +225,9 @@ async def run_storm(
 
     async def reader(n: int) -> None:
         try:
-            async with Client(_server(home, logs[writers + n]), read_timeout_seconds=120) as c:
+            async with Client(
+                _server(home, logs[writers + n], service), read_timeout_seconds=120
+            ) as c:
                 await connected(c)
                 turn = n
                 while not storm_over.is_set():
@@ -273,6 +286,9 @@ def main() -> None:
     parser.add_argument("--per-writer", type=int, default=50)
     parser.add_argument("--readers", type=int, default=2)
     parser.add_argument("--out", type=Path, help="Also write the report as JSON here.")
+    parser.add_argument(
+        "--in-process", action="store_true", help="One server per window, no shared service."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mtl-stress-") as tmp:
         home = Path(tmp) / "home"
@@ -281,9 +297,14 @@ def main() -> None:
         closest = max_cosine(lessons, settings)
         Memory(settings).stats()  # the store and the starter pack exist before the storm
         before = sum(1 for _ in Memory(settings).export())
-        report = anyio.run(run_storm, home, lessons, args.writers, args.readers)
+        report = anyio.run(
+            run_storm, home, lessons, args.writers, args.readers, 0.0, not args.in_process
+        )
         problems = verify(settings, report, lessons)
-        logs = "".join(Path(p).read_text(errors="replace") for p in report.stderr_logs)
+        logs = "".join(
+            Path(p).read_text(errors="replace") for p in report.stderr_logs if Path(p).exists()
+        )
+        stop_service(settings)
         store = Memory(settings)
         table = store.table.open()
         summary = {
@@ -302,6 +323,7 @@ def main() -> None:
             "problems": problems,
         }
         store.close()
+    summary["mode"] = "in-process" if args.in_process else "service"
     print(json.dumps(summary, indent=2))
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

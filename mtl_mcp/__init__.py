@@ -15,8 +15,9 @@ model load only when a `Memory` is first used.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
+
+from mtl_mcp.version import __version__ as __version__
 
 # The public names, by the module that defines them.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -85,7 +86,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they load la
     from mtl_mcp.schemas import ShareResult as ShareResult
     from mtl_mcp.server.app import build_server as build_server
 
-__version__ = version("mtl-mcp")
 __all__ = sorted(["__version__", *_HOMES])
 
 

@@ -6,13 +6,18 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from mtl_mcp.errors import ConfigError
 
 DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
 DEFAULT_DISTILL_MODEL = "claude-haiku-5-5"
 HOME_ENV = "MTL_MCP_HOME"
+
+# Where distillation's model calls go: `auto` decides per session (README, "Which model
+# distils your sessions"); `off` distils nothing and leaves every job queued.
+DistillBackendName = Literal["auto", "anthropic", "claude-code", "codex", "off"]
+DISTILL_BACKENDS: tuple[DistillBackendName, ...] = get_args(DistillBackendName)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,21 @@ class Settings:
     )
     digest_tokens: int = field(default=6000, metadata={"env": "MTL_MCP_DIGEST_TOKENS"})
     daily_token_budget: int = field(default=300_000, metadata={"env": "MTL_MCP_DAILY_TOKENS"})
+    service: bool = field(default=True, metadata={"env": "MTL_MCP_SERVICE"})
+    service_idle_seconds: float = field(
+        default=600.0, metadata={"env": "MTL_MCP_SERVICE_IDLE_SECONDS"}
+    )
+    distill_backend: DistillBackendName = field(
+        default="auto", metadata={"env": "MTL_MCP_DISTILL_BACKEND"}
+    )
+    subscription_daily_tokens: int = field(
+        default=100_000, metadata={"env": "MTL_MCP_SUBSCRIPTION_DAILY_TOKENS"}
+    )
+    claude_command: str = field(default="claude", metadata={"env": "MTL_MCP_CLAUDE_COMMAND"})
+    claude_code_model: str = field(default="haiku", metadata={"env": "MTL_MCP_CLAUDE_CODE_MODEL"})
+    codex_command: str = field(default="codex", metadata={"env": "MTL_MCP_CODEX_COMMAND"})
+    codex_model: str = field(default="gpt-6-luna", metadata={"env": "MTL_MCP_CODEX_MODEL"})
+    cli_timeout: float = field(default=180.0, metadata={"env": "MTL_MCP_CLI_TIMEOUT"})
 
     def __post_init__(self) -> None:
         if not self.store_uri:
@@ -52,6 +72,25 @@ class Settings:
             raise ConfigError(
                 f"refresh_seconds {self.refresh_seconds} is out of range: check a store on "
                 "object storage for other machines' writes every 0.1 to 3600 s (default 10)"
+            )
+        if self.service_idle_seconds <= 0:
+            raise ConfigError(
+                f"service_idle_seconds {self.service_idle_seconds} must be positive: the "
+                "service exits after that long with no window (default 600)"
+            )
+        if self.distill_backend not in DISTILL_BACKENDS:
+            raise ConfigError(
+                f"distill_backend {self.distill_backend!r} is unknown: use one of "
+                f"{', '.join(DISTILL_BACKENDS)} (MTL_MCP_DISTILL_BACKEND)"
+            )
+        if self.subscription_daily_tokens < 0:
+            raise ConfigError(
+                f"subscription_daily_tokens {self.subscription_daily_tokens} is negative: use 0 "
+                "(never spend a subscription) or a number of tokens (default 100000)"
+            )
+        if self.cli_timeout <= 0:
+            raise ConfigError(
+                f"cli_timeout {self.cli_timeout} is not a number of seconds: use e.g. 180"
             )
         if not 0.5 <= self.dedup_threshold <= 1.0:
             raise ConfigError(

@@ -2,7 +2,9 @@
 
 Each message says what went wrong and what to do about it. Foreign errors are translated at
 one boundary each, by a table: LanceDB's in `mtl_mcp.storage.lance`, onnxruntime's in
-`mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`.
+`mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`;
+the assistant CLIs' exit codes and output in `learning.backends.claude_code` and `.codex`;
+answers from MCP sampling in `learning.backends.sampling`.
 The front doors translate ours once more: ToolError in the MCP server, ClickException in
 the CLI, a log line in hooks.
 
@@ -19,7 +21,8 @@ the CLI, a log line in hooks.
     └── DistillError           distillation failed or returned nothing usable
         ├── BudgetTooSmall     one run needs more tokens than the whole daily budget
         ├── BudgetExceeded *   today's token budget is spent (retry_at: next UTC midnight)
-        ├── DistillUnavailable *  the model could not be reached, or was busy
+        ├── DistillUnavailable *  the model could not be reached, was busy, or its CLI failed,
+        │                         timed out or is not logged in; another distillation runs
         └── UnusableOutput     the model answered, but not in the requested shape
 
     * also a `Retryable`: the same call may succeed later without any change. `retry_at`
@@ -94,7 +97,9 @@ class BudgetExceeded(DistillError, Retryable):
 
 
 class DistillUnavailable(DistillError, Retryable):
-    """The model could not be reached, timed out, or was rate limited or overloaded."""
+    """The model could not be reached, timed out, or was rate limited or overloaded; or the
+    assistant CLI that reaches it failed, hung or is not logged in; or another distillation
+    holds the user's one slot."""
 
 
 class UnusableOutput(DistillError):

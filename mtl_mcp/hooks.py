@@ -3,7 +3,12 @@
 Hooks never fail the user's session: every error is logged to `<home>/logs/hooks.log` and
 the exit code is 0. They import nothing heavy: session-end returns in a fraction of a second
 and leaves distillation to a detached worker; session-start prints context precomputed for
-the project by a detached refresh, so it never waits for LanceDB or the model.
+the project by a detached refresh (or, in a project's first session, the general context),
+so it never waits for LanceDB or the model.
+
+Both do nothing in a session mtl-mcp itself started to distil another (its environment
+carries the marker of `learning.backends.child`): queueing it would distil it, and that run
+would queue itself again, for ever.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from mtl_mcp.config import Settings
+from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
+from mtl_mcp.learning.transcripts import missing_conversation
 from mtl_mcp.operations.context import cached_context
 from mtl_mcp.project import resolve_project
 
@@ -28,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
 STDIN_LIMIT = 1 << 20
+OUR_OWN_RUN = "ignored: a distillation run started by mtl-mcp"
 
 
 class HookInput(BaseModel):
@@ -110,11 +118,16 @@ def spawn_detached(settings: Settings, *args: str) -> None:
 
 
 def session_end(raw: str, settings: Settings) -> str:
-    """Spool the session for distillation and start a worker; returns what was done."""
+    """Spool a session that holds a conversation and start a worker; returns what was done."""
+    if is_distill_child():
+        return OUR_OWN_RUN
     payload = parse_input(raw)
     session = payload.session_id or payload.conversation_id
     if not payload.transcript_path or not session:
         return "no transcript_path or session id in the hook input: nothing to distil"
+    # `claude mcp list` ends a "session" whose transcript never exists: no job for that.
+    if problem := missing_conversation(Path(payload.transcript_path)):
+        return f"session {session} dropped: its transcript {problem}"
     job = Job(
         session_id=session,
         transcript_path=payload.transcript_path,
@@ -128,7 +141,11 @@ def session_end(raw: str, settings: Settings) -> str:
 
 
 def session_start(raw: str, settings: Settings) -> str:
-    """The context to inject: precomputed for this project, refreshed in the background."""
+    """The context to inject: precomputed for this project (else the general context),
+    refreshed in the background."""
+    if is_distill_child():
+        logger.info("session-start %s", OUR_OWN_RUN)
+        return ""
     payload = parse_input(raw)
     project = resolve_project(payload.project_dir or Path.cwd())
     if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled

@@ -8,7 +8,6 @@ one (the same repository cloned twice is one project), else the root's absolute 
 from __future__ import annotations
 
 import configparser
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +78,11 @@ def resolve_project(path: Path | str) -> ProjectRef:
     return ProjectRef(id=str(start), name=start.name)
 
 
-def current_project(explicit: str | None = None) -> ProjectRef | None:
-    """The project named by the caller, else Claude Code's project dir, else None.
+def current_project(
+    explicit: str | None = None, project_dir: str | None = None
+) -> ProjectRef | None:
+    """The project named by the caller, else the client's project dir (Claude Code's
+    `$CLAUDE_PROJECT_DIR` of the window asking), else None.
 
     An explicit value that is an existing folder is resolved like a path; any other value
     is taken as an identity as given.
@@ -90,6 +92,6 @@ def current_project(explicit: str | None = None) -> ProjectRef | None:
         if candidate.is_dir():
             return resolve_project(candidate)
         return ProjectRef(id=explicit, name=explicit.rsplit("/", 1)[-1])
-    if env := os.environ.get("CLAUDE_PROJECT_DIR"):
-        return resolve_project(env)
+    if project_dir:
+        return resolve_project(project_dir)
     return None

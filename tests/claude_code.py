@@ -31,10 +31,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("MTL_MCP_TEST_CACHE") or Path.home() / ".cache" / "mtl-mcp-tests")
 
 
-def claude_binary() -> Path:
-    """The `claude` executable of the pinned version, installed from npm on first use."""
-    prefix = cache_dir() / f"claude-code-{CLAUDE_CODE_VERSION}"
-    binary = prefix / "node_modules" / PACKAGE / "bin" / "claude.exe"
+def npm_binary(package: str, version: str, folder: str, binary_path: str) -> Path:
+    """An executable from an npm package of a pinned version, installed on first use into
+    `<cache>/<folder>`; `binary_path` is relative to the install's node_modules."""
+    prefix = cache_dir() / folder
+    binary = prefix / "node_modules" / binary_path
     if binary.is_file():
         return binary
     prefix.mkdir(parents=True, exist_ok=True)
@@ -42,15 +43,25 @@ def claude_binary() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # test processes installing at once install once
         if not binary.is_file():
             npm = shutil.which("npm")
-            assert npm, "npm is needed to install Claude Code for the end-to-end tests"
+            assert npm, f"npm is needed to install {package} for the end-to-end tests"
             subprocess.run(
                 [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                 "--loglevel=error", f"{PACKAGE}@{CLAUDE_CODE_VERSION}"],
+                 "--loglevel=error", f"{package}@{version}"],
                 check=True,
                 timeout=600,
             )  # fmt: skip
-    assert binary.is_file(), f"{PACKAGE} installed no binary at {binary}"
+    assert binary.is_file(), f"{package} installed no binary at {binary}"
     return binary
+
+
+def claude_binary() -> Path:
+    """The `claude` executable of the pinned version, installed from npm on first use."""
+    return npm_binary(
+        PACKAGE,
+        CLAUDE_CODE_VERSION,
+        f"claude-code-{CLAUDE_CODE_VERSION}",
+        f"{PACKAGE}/bin/claude.exe",
+    )
 
 
 @dataclass
@@ -111,3 +122,9 @@ class ClaudeCode:
         """The user's ~/.claude/settings.json as it is now."""
         path = self.home / ".claude" / "settings.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+    def update_settings(self, **values: Any) -> None:
+        """Set top-level keys of the user's ~/.claude/settings.json, keeping the others."""
+        path = self.home / ".claude" / "settings.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**self.settings(), **values}, indent=2), encoding="utf-8")

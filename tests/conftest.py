@@ -1,10 +1,14 @@
-"""Every test gets its own data directory and no API key; the real model and LanceDB are used."""
+"""Every test gets its own data directory, no API key and no assistant login; the real model
+and LanceDB are used."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +20,47 @@ from mtl_mcp.config import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
-def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("MTL_MCP_HOME", str(tmp_path / "home"))
+    # A test's windows share one service, which must not outlive the test by much.
+    monkeypatch.setenv("MTL_MCP_SERVICE_IDLE_SECONDS", "30")
     monkeypatch.setenv("MTL_MCP_STARTER", "0")  # tests that want the starter pack turn it on
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
     monkeypatch.delenv("MTL_MCP_EMBED_MODEL", raising=False)
+    monkeypatch.delenv("MTL_MCP_SERVICE", raising=False)
+    # Nor an assistant login: a `claude` or `codex` on this machine's PATH is never used
+    # unless a test points these at one.
+    monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", "claude-not-installed-for-tests")
+    monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", "codex-not-installed-for-tests")
+    monkeypatch.delenv("MTL_MCP_DISTILL_BACKEND", raising=False)
+    yield
+    stop_services_under(tmp_path)
+
+
+def services_under(root: Path) -> list[int]:
+    """Pids of `mtl-mcp service` processes whose data directory is under `root`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"service" in argv and b"--home" in argv:
+            home = argv[argv.index(b"--home") + 1].decode(errors="replace")
+            if Path(home).is_relative_to(root):
+                found.append(int(proc.name))
+    return found
+
+
+def stop_services_under(root: Path) -> None:
+    """No service a test started outlives it."""
+    for pid in services_under(root):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(autouse=True)
@@ -235,3 +273,37 @@ def claude_code_transcript(path: Path, session: str = "sess-1") -> Path:
         "\n".join(json.dumps({**common, **line}) for line in lines) + "\n", encoding="utf-8"
     )
     return path
+
+
+def distil_file(transcript: Path) -> dict[str, Any]:
+    """`mtl-mcp distill FILE --json` in process: the outcome of the file's one job."""
+    from click.testing import CliRunner
+
+    from mtl_mcp.cli import cli
+
+    result = CliRunner().invoke(cli, ["distill", str(transcript), "--json"])
+    assert result.exit_code == 0, result.output
+    [outcome] = json.loads(result.stdout)
+    return dict(outcome)
+
+
+def queued_jobs(settings: Settings) -> list[Any]:
+    """The jobs waiting in the spool."""
+    from mtl_mcp.learning.spool import Spool
+
+    return [job for _, job in Spool(settings).jobs()]
+
+
+def distillation_children(settings: Settings) -> list[int]:
+    """Pids of processes still running as a distillation child of this test's data dir
+    (their environment carries the child marker and this MTL_MCP_HOME)."""
+    home = f"MTL_MCP_HOME={settings.home}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            variables = environ.read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if b"MTL_MCP_DISTILL_CHILD=1" in variables and home in variables:
+            found.append(int(environ.parent.name))
+    return found

@@ -6,6 +6,7 @@
         fake.reply_json(DistilledInsights(...))  # pydantic models are dumped for you
         fake.reply_tool("ToolSearch", {"query": "select:mcp__mtl-mcp__recall_insights"})
         fake.reply_with(lambda request: ...)     # a reply computed from the request
+        fake.reply_while(agent)                  # computed replies until `agent` returns None
         client = anthropic.Anthropic(api_key="sk-ant-test", base_url=fake.base_url, max_retries=2)
         ...
         fake.requests[0].body["system"]          # every request is recorded, parsed
@@ -81,11 +82,14 @@ class RecordedRequest:
         return found
 
     @property
-    def user_text(self) -> str:
-        """Every text block of every user message, joined."""
+    def tool_names(self) -> list[str]:
+        """The names of the tools the request offers the model."""
+        return [tool.get("name", "") for tool in self.body.get("tools", [])]
+
+    def _text(self, role: str | None) -> str:
         parts: list[str] = []
         for message in self.body.get("messages", []):
-            if message.get("role") != "user":
+            if role is not None and message.get("role") != role:
                 continue
             content = message.get("content")
             if isinstance(content, str):
@@ -93,6 +97,17 @@ class RecordedRequest:
             else:
                 parts.extend(block.get("text", "") for block in content)
         return "\n".join(parts)
+
+    @property
+    def messages_text(self) -> str:
+        """Every text of every message, whatever its role (Claude Code puts hook output in a
+        `system` message), joined."""
+        return self._text(None)
+
+    @property
+    def user_text(self) -> str:
+        """Every text block of every user message, joined."""
+        return self._text("user")
 
 
 @dataclass
@@ -105,8 +120,15 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering (a client timeout test)
 
 
+@dataclass
+class While:
+    """Replies computed from each request, until `compute` returns None for one."""
+
+    compute: Callable[[RecordedRequest], dict[str, Any] | None]
+
+
 # A scripted turn: a raw HTTP reply, a Messages-API body, or a function of the request.
-Turn = Reply | dict[str, Any] | Callable[[RecordedRequest], dict[str, Any]]
+Turn = Reply | dict[str, Any] | Callable[[RecordedRequest], dict[str, Any]] | While
 
 
 class FakeAnthropic:
@@ -197,15 +219,15 @@ class FakeAnthropic:
             "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
         }
 
-    def reply_tool(
+    def tool_use(
         self,
         name: str,
         tool_input: Mapping[str, Any],
         *,
         input_tokens: int = 100,
         output_tokens: int = 50,
-    ) -> None:
-        """The model calls tool `name` with `tool_input` (a `tool_use` block)."""
+    ) -> dict[str, Any]:
+        """A response body in which the model calls tool `name` with `tool_input`."""
         self._counter += 1
         block = {
             "type": "tool_use",
@@ -213,18 +235,25 @@ class FakeAnthropic:
             "name": name,
             "input": dict(tool_input),
         }
-        self.add(
-            self.message(
-                blocks=[block],
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                stop_reason="tool_use",
-            )
+        return self.message(
+            blocks=[block],
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            stop_reason="tool_use",
         )
+
+    def reply_tool(self, name: str, tool_input: Mapping[str, Any], **usage: int) -> None:
+        """The model calls tool `name` with `tool_input` (`usage`: as for `tool_use`)."""
+        self.add(self.tool_use(name, tool_input, **usage))
 
     def reply_with(self, compute: Callable[[RecordedRequest], dict[str, Any]]) -> None:
         """A reply computed from the request it answers (build it with `message`)."""
         self.add(compute)
+
+    def reply_while(self, compute: Callable[[RecordedRequest], dict[str, Any] | None]) -> None:
+        """Replies computed from each request (an agent's turns, as many as it takes), until
+        `compute` returns None: that request gets the next scripted reply."""
+        self.add(While(compute))
 
     def reply_json(
         self,
@@ -304,10 +333,20 @@ class FakeAnthropic:
 
     # -- serving ---------------------------------------------------------------------------
 
-    def _next(self) -> Turn:
-        with self._lock:
-            if self._script:
-                return self._script.popleft()
+    def _next(self, request: RecordedRequest) -> Turn:
+        while True:
+            with self._lock:
+                if not self._script:
+                    break
+                head = self._script[0]
+                if not isinstance(head, While):
+                    return self._script.popleft()
+            # Outside the lock: `compute` may look at the fake's recorded requests.
+            if (computed := head.compute(request)) is not None:
+                return computed
+            with self._lock:
+                if self._script and self._script[0] is head:
+                    self._script.popleft()
         body = {
             "type": "error",
             "error": {"type": "api_error", "message": "fake: no scripted response left"},
@@ -365,7 +404,7 @@ class FakeAnthropic:
                         Reply(200, _json_bytes(counted), {"content-type": "application/json"})
                     )
                     return
-                turn = fake._next()
+                turn = fake._next(request)
                 if callable(turn):
                     turn = turn(request)
                 if isinstance(turn, Reply):

@@ -81,10 +81,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_importing_the_package_loads_nothing_heavy() -> None:
     """`import mtl_mcp` (what hooks and the handshake pay) imports no heavy library."""
-    code = (
-        "import sys, mtl_mcp; "
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
-    )
+    code = f"import sys, mtl_mcp; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
     ).stdout.strip()

@@ -67,12 +67,13 @@ def test_normalize_remote(url: str, expected: str) -> None:
     assert normalize_remote(url) == expected
 
 
-def test_current_project_prefers_argument_then_claude_project_dir(
+def test_current_project_prefers_argument_then_the_windows_project_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An explicit project wins; otherwise CLAUDE_PROJECT_DIR; otherwise none."""
-    assert current_project() is None
+    """An explicit project wins; otherwise the window's project dir; never this process's
+    own CLAUDE_PROJECT_DIR (a shared service serves many windows)."""
     repo = make_repo(tmp_path / "r", "https://github.com/acme/r")
     monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(repo))
-    assert current_project().id == "github.com/acme/r"
-    assert current_project("someone/else").id == "someone/else"
+    assert current_project() is None
+    assert current_project(None, str(repo)).id == "github.com/acme/r"
+    assert current_project("someone/else", str(repo)).id == "someone/else"

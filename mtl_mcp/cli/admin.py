@@ -36,23 +36,23 @@ from mtl_mcp.cli.app import common, echo_json, json_option, settings
 def serve(
     transport: str, host: str, port: int, token: str | None, allowed_hosts: tuple[str, ...]
 ) -> None:
-    """Run the MCP server (stdio by default). Logs go to stderr."""
+    """Run the MCP server (stdio by default). Logs go to stderr.
+
+    Over stdio, each window relays to the shared service (started if need be) unless
+    MTL_MCP_SERVICE=off; HTTP serves every client from this process.
+    """
+    if transport == "stdio":
+        from mtl_mcp.server.window import serve_window
+
+        serve_window(settings())
+        return
     from mtl_mcp.server import serve as run
+    from mtl_mcp.server.http import check_exposure
 
-    if transport == "http":
-        from mtl_mcp.server.http import check_exposure
-
-        check_exposure(host, token)
-        guard = "bearer token required" if token else "loopback only, no token"
-        click.echo(f"serving MCP at http://{host}:{port}/mcp ({guard})", err=True)
-    run(
-        settings(),
-        "http" if transport == "http" else "stdio",
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=allowed_hosts,
-    )
+    check_exposure(host, token)
+    guard = "bearer token required" if token else "loopback only, no token"
+    click.echo(f"serving MCP at http://{host}:{port}/mcp ({guard})", err=True)
+    run(settings(), "http", host=host, port=port, token=token, allowed_hosts=allowed_hosts)
 
 
 @click.command()
@@ -74,4 +74,63 @@ def doctor(as_json: bool) -> None:
         raise SystemExit(1)
 
 
-COMMANDS = [serve, doctor]
+@click.group(invoke_without_command=True)
+@common
+@click.option(
+    "--idle-seconds",
+    type=click.FloatRange(min=1),
+    help="Exit after this long with no window (default: service_idle_seconds, 600).",
+)
+def service(idle_seconds: float | None) -> None:
+    """Run the shared memory service in the foreground (windows start it by themselves).
+
+    One per user and data directory: it keeps the model and the memory warm for every
+    client window, CLI call and hook. `service status` shows it, `service stop` stops it.
+    """
+    if click.get_current_context().invoked_subcommand is not None:
+        return
+    from mtl_mcp.server.service import claim
+
+    config = settings()
+    held = claim(config)  # before the heavy imports: a second service leaves at once
+    if held is None:
+        click.echo(f"another mtl-mcp service already serves {config.home}", err=True)
+        return
+    from mtl_mcp.server.connections import run_service
+
+    run_service(config, held, idle_seconds or config.service_idle_seconds)
+
+
+@service.command()
+@common
+@json_option
+def status(as_json: bool) -> None:
+    """Show the running service: pid, version, windows connected, memory (exit 1: none)."""
+    from mtl_mcp.operations.service import request
+
+    reply = request(settings(), "status")
+    if as_json:
+        echo_json(reply or {"ok": False, "running": False})
+    elif reply:
+        click.echo(
+            f"running: pid {reply['pid']}, version {reply['version']}, "
+            f"{reply['windows']} windows, up {reply['uptime_s']} s, "
+            f"{reply['rss_mb']} MB resident"
+        )
+    else:
+        click.echo("not running (a window starts it when it needs it)")
+    if not reply:
+        raise SystemExit(1)
+
+
+@service.command()
+@common
+def stop() -> None:
+    """Stop the running service; open windows start a new one when they next need it."""
+    from mtl_mcp.operations.service import stop_service
+
+    stopped = stop_service(settings())
+    click.echo("stopped" if stopped else "not running")
+
+
+COMMANDS = [serve, doctor, service]

@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from pydantic import BaseModel
 
-from mtl_mcp import __version__
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
+from mtl_mcp.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from mtl_mcp.memory import Memory
+    from mtl_mcp.server.calls import ServiceMemory
 
 # Before numpy loads: a multi-threaded BLAS matrix-vector product contends with the
 # embedding model's spinning threads on two cores and doubled recall latency (16 -> 9 ms).
@@ -77,12 +78,35 @@ def settings() -> Settings:
 
 
 def open_memory() -> Memory:
-    """The memory for this command, closed (counters flushed) when the command ends."""
-    from mtl_mcp.memory import Memory
+    """The memory for this command, in this process, closed (counters flushed) at its end.
 
-    memory = Memory(settings())
+    A change to the insights rewrites the general session-start context.
+    """
+    from mtl_mcp.memory import Memory
+    from mtl_mcp.operations.context import refresh_general_context
+
+    memory = Memory(settings(), on_change=refresh_general_context)
     click.get_current_context().call_on_close(memory.close)
     return memory
+
+
+def quick_memory() -> Memory | ServiceMemory:
+    """For a query or a small write: the running service's warm memory if there is one
+    (no model load, and its dedup stays exact), else this process's own."""
+    from mtl_mcp.server.calls import ServiceMemory
+
+    config = settings()
+    if config.service and (warm := ServiceMemory.running(config)) is not None:
+        return warm
+    return open_memory()
+
+
+def stop_the_service() -> None:
+    """Stop a running service before rewriting the store under it; windows restart it."""
+    from mtl_mcp.operations.service import stop_service
+
+    if stop_service(settings()):
+        click.echo("stopped the running mtl-mcp service (windows restart it)", err=True)
 
 
 def echo_json(value: Any) -> None:
@@ -93,7 +117,8 @@ def echo_json(value: Any) -> None:
 
 def cli_project(explicit: str | None) -> ProjectRef:
     """The named project, else Claude Code's project dir, else the working directory's."""
-    return current_project(explicit) or resolve_project(Path.cwd())
+    window = os.environ.get("CLAUDE_PROJECT_DIR")
+    return current_project(explicit, window) or resolve_project(Path.cwd())
 
 
 @click.group(cls=TranslatingGroup, context_settings={"help_option_names": ["-h", "--help"]})

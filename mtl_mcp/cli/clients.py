@@ -7,8 +7,9 @@ from typing import cast
 
 import click
 
-from mtl_mcp.cli.app import common, settings
+from mtl_mcp.cli.app import common, open_memory, settings
 from mtl_mcp.config import platform_home
+from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.install.plans import apply, plan_install, plan_uninstall
 from mtl_mcp.operations.install.targets import (
     CLIENTS,
@@ -64,10 +65,43 @@ SCOPE_OPTION = click.option(
 @click.argument("client", type=CLIENT_CHOICE)
 @SCOPE_OPTION
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
-@click.option("--no-hooks", is_flag=True, help="Register the MCP server only.")
+@click.option(
+    "--no-hooks",
+    is_flag=True,
+    help="No session hooks: the server (and Claude Code's read-only permissions) only.",
+)
 def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
-    """Register the MCP server (and session hooks) in a client's config files."""
+    """Register the MCP server (and session hooks) in a client's config files; say which
+    model will distil its sessions and what that costs.
+
+    For Claude Code, also allow the read-only tools (recall_insights, list_memories), so
+    they run without a prompt, and in `claude -p`; the others still ask.
+
+    Also prepares the memory: the store (with the starter pack) and the session-start
+    context, so the first session neither waits for them nor starts without context.
+    """
     _apply(_plan(client, scope, remove=False, hooks=not no_hooks), dry_run)
+    from mtl_mcp.learning.backends.select import source_of
+    from mtl_mcp.learning.pipeline import backend_summary
+
+    click.echo(f"note: {backend_summary(settings(), source_of(client))}", err=True)
+    if not dry_run:
+        _prepare_memory()
+
+
+def _prepare_memory() -> None:
+    from mtl_mcp.operations.context import write_general_context
+
+    memory = open_memory()
+    try:
+        if not memory.exists():
+            click.echo("creating the memory with the starter pack (once, a few seconds)", err=True)
+        total = memory.stats()["total"]  # opens the store, creating it on first use
+        write_general_context(memory)
+    except (MtlError, OSError) as exc:
+        click.echo(f"note: the memory is not ready ({exc}); run `mtl-mcp doctor`", err=True)
+        return
+    click.echo(f"memory: {total} insights in {memory.settings.home}", err=True)
 
 
 @click.command()

@@ -16,6 +16,8 @@ from mtl_mcp.cli.app import (
     json_option,
     open_memory,
     progress,
+    quick_memory,
+    stop_the_service,
 )
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
 from mtl_mcp.text.render import insight_markdown, recall_text
@@ -41,7 +43,7 @@ def recall(
 ) -> None:
     """Recall the insights most relevant to PLAN (a 3-4 sentence plan of the task)."""
     ref = cli_project(project)
-    memory = open_memory()
+    memory = quick_memory()
     hits = memory.recall(plan, k=k, scope=scope, project=ref.id, domains=list(domains))
     notice = memory.team_notice()
     if as_json:
@@ -75,7 +77,7 @@ def add(project: str | None, as_json: bool, **fields: Any) -> None:
     """Add one insight (linted and deduplicated like record_session)."""
     ref = cli_project(project)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
-    [result] = open_memory().record(
+    [result] = quick_memory().record(
         [fields], Provenance(project=ref.id, client="cli"), project_name=ref.name
     )
     if as_json:
@@ -154,7 +156,7 @@ def export(file: Path | None) -> None:
 @json_option
 def list_(as_json: bool, retired: bool, **filters: Any) -> None:
     """List stored insights, newest first."""
-    items, total = open_memory().list(include_retired=retired, **filters)
+    items, total = quick_memory().list(include_retired=retired, **filters)
     if as_json:
         echo_json(
             {
@@ -177,7 +179,7 @@ def list_(as_json: bool, retired: bool, **filters: Any) -> None:
 @json_option
 def show(insight_id: str, as_json: bool) -> None:
     """Show one insight."""
-    insight = open_memory().get(insight_id)
+    insight = quick_memory().get(insight_id)
     if as_json:
         echo_json(insight)
     else:
@@ -192,7 +194,7 @@ def show(insight_id: str, as_json: bool) -> None:
 @json_option
 def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> None:
     """Rate a recalled insight; repeatedly harmful insights are retired."""
-    insight = open_memory().rate(insight_id, helpful, note)
+    insight = quick_memory().rate(insight_id, helpful, note)
     if as_json:
         echo_json(insight)
     else:
@@ -213,22 +215,30 @@ def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> Non
 @json_option
 def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
     """Delete one insight (--purge: leave no trace of it on disk)."""
-    from mtl_mcp.operations.purge import insight_to_purge, purge_insight
-
-    memory = open_memory()
-    target = insight_to_purge(memory, insight_id) if purge else memory.get(insight_id)
+    if purge:
+        _forget_for_good(insight_id, yes, as_json)
+        return
+    memory = quick_memory()
+    target = memory.get(insight_id)
     if not yes and sys.stdin.isatty():
         click.confirm(f"Forget {target.id} '{target.title}'?", abort=True)
-    if purge:
-        from mtl_mcp.cli.safety import echo_purge
-
-        echo_purge(purge_insight(memory, target), as_json)
-        return
     gone = memory.forget(insight_id)
     if as_json:
         echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
     else:
         click.echo(f"forgot {gone.id}: {gone.title}")
+
+
+def _forget_for_good(insight_id: str, yes: bool, as_json: bool) -> None:
+    from mtl_mcp.cli.safety import echo_purge
+    from mtl_mcp.operations.purge import insight_to_purge, purge_insight
+
+    stop_the_service()  # the purge rewrites every file of the table
+    memory = open_memory()
+    target = insight_to_purge(memory, insight_id)
+    if not yes and sys.stdin.isatty():
+        click.confirm(f"Forget {target.id} '{target.title}' and every trace of it?", abort=True)
+    echo_purge(purge_insight(memory, target), as_json)
 
 
 @click.command()
@@ -241,12 +251,11 @@ def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
 @json_option
 def stats(abstraction: bool, as_json: bool) -> None:
     """Counts by domain, category, polarity and project."""
-    memory = open_memory()
-    numbers = memory.stats()
+    numbers = quick_memory().stats()
     if abstraction:
         from mtl_mcp.quality.abstraction import memory_abstraction
 
-        numbers["abstraction"] = memory_abstraction(memory).model_dump(mode="json")
+        numbers["abstraction"] = memory_abstraction(open_memory()).model_dump(mode="json")
     if as_json:
         echo_json(numbers)
         return
@@ -282,6 +291,7 @@ def seed() -> None:
 @common
 def reindex() -> None:
     """Re-embed every insight with the configured embedding model."""
+    stop_the_service()  # it rewrites every row, and the service may hold another model
     memory = open_memory()
     with progress("re-embedding", None) as advance:
         count = memory.reindex(advance)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mtl_mcp.cli.app import common, echo_json, json_option, open_memory
+from mtl_mcp.cli.app import common, echo_json, json_option, open_memory, stop_the_service
 from mtl_mcp.config import private_umask
 
 if TYPE_CHECKING:  # the purge machinery imports pyarrow: not for `--help` or the hooks
@@ -72,6 +72,8 @@ def purge(pattern: str, ignore_case: bool, dry_run: bool, yes: bool, as_json: bo
     from mtl_mcp.operations.purge import compile_pattern, matching, purge_pattern, team_matching
 
     regex = compile_pattern(pattern, ignore_case)
+    if not dry_run:
+        stop_the_service()  # the purge rewrites every file of the table
     memory = open_memory()
     shared, others = team_matching(memory, regex)
     found = [*matching(memory, regex), *shared]
@@ -138,6 +140,7 @@ def restore(name: str, yes: bool, as_json: bool) -> None:
     <home>/damaged/. Stop running servers first.
     """
     private_umask()
+    stop_the_service()  # the store is replaced under it
     memory = open_memory()
     chosen = memory.find_backup(name)
     if not yes and sys.stdin.isatty():

@@ -46,7 +46,9 @@ def _echo_outcome(outcome: JobOutcome) -> None:
     help="Transcript format; auto detects it.",
 )
 @click.option(
-    "--dry-run", is_flag=True, help="Print the digest and its estimated cost; send nothing."
+    "--dry-run",
+    is_flag=True,
+    help="Print the digest, the backend that would distil it and the estimate; send nothing.",
 )
 @click.option(
     "--outcome",
@@ -73,8 +75,9 @@ def distill(
 ) -> None:
     """Distil a transcript (or queued / recent sessions) into abstract insights.
 
-    Needs ANTHROPIC_API_KEY except with --dry-run. A job stays queued until its insights
-    are stored, so an API outage loses nothing: rerun with --pending.
+    Needs ANTHROPIC_API_KEY or a logged-in `claude` or `codex` (MTL_MCP_DISTILL_BACKEND),
+    except with --dry-run, which shows the backend and the estimate. A job stays queued
+    until its insights are stored, so an outage loses nothing: rerun with --pending.
     """
     config = settings()
     if sum(bool(x) for x in (file, pending, since)) != 1:
@@ -104,10 +107,11 @@ def distill(
             )
         click.echo(f"queued {len(found)} sessions from the last {since}", err=True)
     from mtl_mcp.learning.worker import run_worker
+    from mtl_mcp.operations.context import refresh_general_context
 
     busy = stderr_console().status("distilling...") if sys.stderr.isatty() else nullcontext()
     with busy:
-        outcomes = run_worker(config, ignore_backoff=True)
+        outcomes = run_worker(config, ignore_backoff=True, on_change=refresh_general_context)
     if outcomes is None:
         raise click.ClickException(
             "another mtl-mcp worker is distilling right now; check `mtl-mcp queue` in a minute"
@@ -129,10 +133,21 @@ def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:
         echo_json(found)
         return
     click.echo(found.digest)
+    if found.backend is None:
+        would = f"nothing would distil it now: {found.backend_reason}"
+    elif found.subscription:
+        would = (
+            f"backend {found.backend} ({found.backend_reason}); worst case for a run "
+            f"~{found.worst_case_tokens} tokens of your subscription's quota, no API charge"
+        )
+    else:
+        would = (
+            f"backend {found.backend} ({found.backend_reason}); worst case for a run "
+            f"~{found.worst_case_tokens} tokens = ${found.worst_case_usd:.4f} with {found.model}"
+        )
     click.echo(
         f"\n--- {found.format} transcript, {found.skipped_lines} unreadable lines "
-        f"skipped; digest ~{found.digest_tokens} tokens; worst case for a run "
-        f"~{found.worst_case_tokens} tokens = ${found.worst_case_usd:.4f} with {found.model}; "
+        f"skipped; digest ~{found.digest_tokens} tokens; {would}; "
         f"{'trivial: would be skipped' if found.trivial else 'nothing sent'}",
         err=True,
     )
@@ -211,8 +226,9 @@ def session_start(config: Any) -> None:
 def worker(config: Any) -> None:
     """Distil ready jobs (started detached by session-end)."""
     from mtl_mcp.learning.worker import run_worker
+    from mtl_mcp.operations.context import refresh_general_context
 
-    outcomes = run_worker(config)
+    outcomes = run_worker(config, on_change=refresh_general_context)
     if outcomes is None:
         logger.info("another worker is running")
     for item in outcomes or []:

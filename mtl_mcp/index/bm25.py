@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,6 +65,7 @@ class Bm25Index:
         self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         idf = np.log1p((self.size - counts + 0.5) / (counts + 0.5)).astype(np.float32)
         average = float(lengths.mean()) if self.size and lengths.any() else 1.0
+        self._idf, self._average = idf, average
         norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[self._documents] / average)
         self._weights = (idf[terms] * frequency * (BM25_K1 + 1) / (frequency + norm)).astype(
             np.float32
@@ -77,4 +80,21 @@ class Bm25Index:
             if code is not None:
                 span = slice(self._offsets[code], self._offsets[code + 1])
                 result[self._documents[span]] += self._weights[span]
+        return result
+
+    def scores_of(self, query: str, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """BM25 scores of a few documents outside the index (rows appended since it was
+        built), with the index's statistics: close to what a rebuild would give them."""
+        terms = set(tokens(query))
+        # A term no indexed row has: as a rebuild would count it, in this one new row.
+        unseen = float(np.log1p((self.size + 0.5) / 1.5))
+        result = np.zeros(len(texts), dtype=np.float32)
+        for n, text in enumerate(texts):
+            words = Counter(tokens(text))
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * sum(words.values()) / self._average)
+            for term in terms & words.keys():
+                code = self._terms.get(term)
+                idf = float(self._idf[code]) if code is not None else unseen
+                frequency = words[term]
+                result[n] += idf * frequency * (BM25_K1 + 1) / (frequency + norm)
         return result

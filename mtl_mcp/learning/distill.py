@@ -33,15 +33,26 @@ REPAIR_MAX_TOKENS = 1500
 PROMPT_OVERHEAD = 1200  # system prompt and schema, in tokens
 
 
-def estimate_run_tokens(digest: str, *, outcome_hint: Outcome = "unknown") -> int:
+def estimate_run_tokens(
+    digest: str, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0
+) -> int:
     """Worst-case tokens of one `distill()` run on `digest`, for a budget check beforehand:
     the judge call (unless a hint skips it), the distill call and a repair round, each at
-    its full `max_tokens`."""
-    digest_tokens = estimate_tokens(digest)
-    total = digest_tokens + PROMPT_OVERHEAD + DISTILL_MAX_TOKENS
-    total += 2 * PROMPT_OVERHEAD + REPAIR_MAX_TOKENS + DISTILL_MAX_TOKENS  # repair round
+    its full `max_tokens`, each with the backend's `extra_per_call` input tokens."""
+    return run_tokens_for(
+        estimate_tokens(digest), outcome_hint=outcome_hint, extra_per_call=extra_per_call
+    )
+
+
+def run_tokens_for(
+    digest_tokens: int, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0
+) -> int:
+    """`estimate_run_tokens` for a digest of `digest_tokens` tokens."""
+    overhead = PROMPT_OVERHEAD + extra_per_call
+    total = digest_tokens + overhead + DISTILL_MAX_TOKENS
+    total += 2 * PROMPT_OVERHEAD + extra_per_call + REPAIR_MAX_TOKENS + DISTILL_MAX_TOKENS
     if outcome_hint == "unknown":
-        total += digest_tokens + PROMPT_OVERHEAD + JUDGE_MAX_TOKENS
+        total += digest_tokens + overhead + JUDGE_MAX_TOKENS
     return total
 
 

@@ -1,25 +1,44 @@
 """The one pipeline from a session to stored insights: read -> digest -> judge -> distill ->
-lint -> store. The queue worker, the CLI and `record_session` all go through it.
+lint -> store. The queue worker, the CLI and `record_session` all go through it, whatever
+the backend.
+
+At most one distillation runs at a time per data directory (so per user): `learn` holds
+`<home>/distill.lock` from the budget check to the stored insights. The worker lock only
+keeps two workers off one queue; this one also covers `record_session`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from mtl_mcp.config import Settings
+from mtl_mcp.errors import DistillUnavailable
 from mtl_mcp.learning.backends import Backend
-from mtl_mcp.learning.backends.select import choose_backend
-from mtl_mcp.learning.distill import DISTILL_MAX_TOKENS, distill, estimate_run_tokens
+from mtl_mcp.learning.backends.sampling import NeedsAnswer, SampledAnswers, SamplingRequest
+from mtl_mcp.learning.backends.select import Chooser, source_of
+from mtl_mcp.learning.distill import (
+    DISTILL_MAX_TOKENS,
+    distill,
+    estimate_run_tokens,
+    run_tokens_for,
+)
 from mtl_mcp.learning.proposals import DistillResult
 from mtl_mcp.learning.spend import SpendLedger, Usage, estimate_cost
 from mtl_mcp.learning.transcripts import Digest, Format, Transcript, build_digest, read_transcript
 from mtl_mcp.memory import Memory
 from mtl_mcp.project import ProjectRef
 from mtl_mcp.schemas import Outcome, Provenance, RecordResult
+from mtl_mcp.storage.locks import try_exclusive
 from mtl_mcp.text.tokens import estimate_tokens
+
+# How long a caller waits for another process's distillation to finish: a tool call only a
+# minute (its client is waiting); a detached worker as long as a whole run may take.
+INTERACTIVE_WAIT = 60.0
 
 
 @dataclass
@@ -41,6 +60,38 @@ def ledger(settings: Settings) -> SpendLedger:
     return SpendLedger(settings.home / "spend", settings.daily_token_budget)
 
 
+def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome) -> int:
+    """What distilling `digest` with `backend` may cost at most, for the budget check."""
+    return estimate_run_tokens(
+        digest, outcome_hint=outcome_hint, extra_per_call=backend.extra_tokens_per_call
+    )
+
+
+def check_budget(settings: Settings, backend: Backend, estimated_tokens: int) -> None:
+    """Raise unless today's budgets cover a run: the machine's, and a subscription
+    backend's own."""
+    own = settings.subscription_daily_tokens if backend.uses_subscription else None
+    ledger(settings).check(estimated_tokens, backend=backend.name, backend_daily_tokens=own)
+
+
+def worker_wait(settings: Settings) -> float:
+    """How long the worker waits for a distillation running elsewhere: a whole run (three
+    model calls at their deadline) and a minute to store."""
+    return 3 * settings.cli_timeout + 60
+
+
+@contextmanager
+def distillation_turn(settings: Settings, wait: float) -> Iterator[None]:
+    """Hold the user's one distillation slot, waiting up to `wait` seconds for it."""
+    with try_exclusive(settings.home / "distill.lock", wait) as mine:
+        if not mine:
+            raise DistillUnavailable(
+                f"another distillation is running on this machine and did not finish within "
+                f"{wait:g} s; try again later (a queued job is retried by itself)"
+            )
+        yield
+
+
 def digest_transcript(
     path: Path, settings: Settings, fmt: Format = "auto"
 ) -> tuple[Transcript, Digest]:
@@ -56,27 +107,61 @@ class Estimate(BaseModel):
     skipped_lines: int
     digest: str
     digest_tokens: int
-    worst_case_tokens: int
-    worst_case_usd: float
-    model: str
+    backend: str | None  # None: nothing can distil it now (`backend_reason` says why)
+    backend_reason: str
+    model: str | None
+    subscription: bool  # the tokens come from the user's subscription, not API credit
+    worst_case_tokens: int | None
+    worst_case_usd: float  # 0 for a subscription: it costs quota, not money
     trivial: bool
 
 
 def estimate(path: Path, settings: Settings, fmt: Format, outcome: Outcome) -> Estimate:
-    """The digest of a transcript and the worst-case cost of distilling it; sends nothing."""
+    """The digest of a transcript, the backend that would distil it and the worst-case
+    cost; sends nothing."""
     transcript, digest = digest_transcript(path, settings, fmt)
-    worst = estimate_run_tokens(digest.text, outcome_hint=outcome)
-    cost = estimate_cost(worst - DISTILL_MAX_TOKENS, DISTILL_MAX_TOKENS, settings.distill_model)
+    choice = Chooser(settings).choose(transcript.format)
+    backend = choice.backend
+    worst = worst_case_tokens(digest.text, backend, outcome) if backend else None
+    cost = 0.0
+    if backend is not None and worst is not None and not backend.uses_subscription:
+        cost = estimate_cost(worst - DISTILL_MAX_TOKENS, DISTILL_MAX_TOKENS, backend.model)
     return Estimate(
         format=transcript.format,
         skipped_lines=transcript.skipped,
         digest=digest.text,
         digest_tokens=estimate_tokens(digest.text),
+        backend=backend.name if backend else None,
+        backend_reason=choice.reason,
+        model=backend.model if backend else None,
+        subscription=bool(backend and backend.uses_subscription),
         worst_case_tokens=worst,
         worst_case_usd=round(cost, 5),
-        model=settings.distill_model,
         trivial=digest.trivial,
     )
+
+
+def backend_summary(settings: Settings, source: str | None) -> str:
+    """For people (`mtl-mcp install`): which backend distils the sessions of `source` and
+    what a session costs at most, or why none would be distilled now."""
+    choice = Chooser(settings).choose(source)
+    backend = choice.backend
+    if backend is None:
+        return f"sessions wait in the queue, not distilled: {choice.reason}"
+    worst = run_tokens_for(settings.digest_tokens, extra_per_call=backend.extra_tokens_per_call)
+    if backend.uses_subscription:
+        cost = (
+            f"no API charge; a session uses at most ~{worst:,} tokens of your subscription's "
+            f"quota, and all sessions together at most {settings.subscription_daily_tokens:,} "
+            "a day (MTL_MCP_SUBSCRIPTION_DAILY_TOKENS)"
+        )
+    else:
+        usd = estimate_cost(worst - DISTILL_MAX_TOKENS, DISTILL_MAX_TOKENS, backend.model)
+        cost = (
+            f"at most ~${usd:.4f} a session, and at most {settings.daily_token_budget:,} "
+            "tokens a day (MTL_MCP_DAILY_TOKENS)"
+        )
+    return f"sessions are distilled by {choice.reason}: {cost}"
 
 
 def learn(
@@ -87,56 +172,100 @@ def learn(
     outcome_hint: Outcome,
     project: ProjectRef,
     provenance: Provenance,
+    wait: float,
 ) -> Learned:
-    """Distil `digest` within today's token budget and record what comes out.
+    """Distil `digest` within today's token budgets and record what comes out, once no other
+    distillation runs (waiting up to `wait` seconds for one).
 
     Raises DistillError (BudgetExceeded and DistillUnavailable are Retryable); tokens spent
     by a failed call are still counted against the budget.
     """
-    spend = ledger(memory.settings)
-    spend.check(estimate_run_tokens(digest, outcome_hint=outcome_hint))
-    usage = Usage()
-    try:
-        result = distill(
-            digest, backend, outcome_hint=outcome_hint, project_name=project.name, usage=usage
-        )
-    finally:
-        spend.record(usage.total_tokens, session=provenance.session_id)
-    stamped = provenance.model_copy(update={"distilled_by": backend.model})
-    results = memory.record(result.drafts, stamped, project_name=project.name)
+    settings = memory.settings
+    with distillation_turn(settings, wait):
+        check_budget(settings, backend, worst_case_tokens(digest, backend, outcome_hint))
+        usage = Usage()
+        try:
+            result = distill(
+                digest, backend, outcome_hint=outcome_hint, project_name=project.name, usage=usage
+            )
+        finally:
+            ledger(settings).record(
+                usage.total_tokens, session=provenance.session_id, backend=backend.name
+            )
+        stamped = provenance.model_copy(update={"distilled_by": backend.model})
+        results = memory.record(result.drafts, stamped, project_name=project.name)
     return Learned(result, results, backend.name, backend.model)
+
+
+@dataclass(frozen=True)
+class SessionDigest:
+    """What `record_session` distils: the transcript's digest, else the summary; and the
+    assistant behind it ('claude-code', 'codex' or None), for `auto`."""
+
+    text: str
+    source: str | None
+
+
+def session_digest(
+    settings: Settings, summary: str, transcript_path: str | None, client: str | None
+) -> SessionDigest:
+    """The digest for `record_session`; `client` is the MCP client's name, which tells the
+    assistant when no transcript does."""
+    if not transcript_path:
+        return SessionDigest(summary, source_of(client))
+    transcript, condensed = digest_transcript(Path(transcript_path).expanduser(), settings)
+    return SessionDigest(condensed.text, source_of(transcript.format) or source_of(client))
 
 
 def learn_from_summary(
     memory: Memory,
-    summary: str,
-    transcript_path: str | None,
+    session: SessionDigest,
     outcome: Outcome,
     project: ProjectRef,
     provenance: Provenance,
+    backend: Backend | None = None,
 ) -> tuple[list[RecordResult], str]:
-    """For `record_session` without insights: distil the transcript, else the summary.
-
-    Returns the results and a note saying how the insights were obtained (or why none were).
-    """
-    backend = choose_backend(memory.settings)
-    if backend is None:
-        return [], (
-            "nothing recorded: pass 0-3 insights you wrote, or configure ANTHROPIC_API_KEY "
-            "so the summary or transcript can be distilled"
-        )
-    digest = summary
-    if transcript_path:
-        _, condensed = digest_transcript(Path(transcript_path).expanduser(), memory.settings)
-        digest = condensed.text
-    if not digest.strip():
+    """For `record_session` without insights: distil the session with `backend` (the
+    client model's answers, when it sampled), else with the one `auto` (or the setting)
+    picks. Returns the results and a note saying how the insights were obtained (or why
+    none were)."""
+    if not session.text.strip():
         return [], "nothing recorded: the summary is empty and no transcript was given"
+    if backend is None:
+        choice = Chooser(memory.settings).choose(session.source)
+        if choice.backend is None:
+            return [], f"nothing recorded: pass 0-3 insights you wrote ({choice.reason})"
+        backend = choice.backend
     learned = learn(
         memory,
-        digest,
+        session.text,
         backend=backend,
         outcome_hint=outcome,
         project=project,
         provenance=provenance,
+        wait=INTERACTIVE_WAIT,
     )
-    return learned.results, f"distilled with {learned.model}: {learned.distilled.outcome}"
+    return learned.results, (
+        f"distilled with {learned.model} via {learned.backend}: {learned.distilled.outcome}"
+    )
+
+
+def next_sampling_request(
+    settings: Settings,
+    session: SessionDigest,
+    answers: list[str],
+    outcome: Outcome,
+    project: ProjectRef,
+) -> SamplingRequest | None:
+    """The next question for the client's model (MCP sampling), given its `answers` to the
+    earlier ones; None once they are all the pipeline needs. Before the first question,
+    today's budgets must cover the run. Raises DistillError (an unusable answer, a spent
+    budget)."""
+    replay = SampledAnswers(answers, "replay")
+    if not answers:
+        check_budget(settings, replay, worst_case_tokens(session.text, replay, outcome))
+    try:
+        distill(session.text, replay, outcome_hint=outcome, project_name=project.name)
+    except NeedsAnswer as pending:
+        return pending.request
+    return None

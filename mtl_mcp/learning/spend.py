@@ -1,6 +1,10 @@
 """What distillation spends: tokens per run, their price, and a daily budget per machine.
 
-Spend is kept as append-only JSON lines, one file per UTC day (`<directory>/YYYY-MM-DD.jsonl`).
+Spend is kept as append-only JSON lines, one file per UTC day (`<directory>/YYYY-MM-DD.jsonl`),
+one ledger for every backend: each line names the backend that spent the tokens (lines
+without one are the Anthropic API's, the only backend before there were others). The daily
+budget covers all backends together; a backend may also have a smaller budget of its own
+(the subscription backends do, as they spend the user's interactive quota).
 Each record is one small `write()` on a file opened with O_APPEND, so concurrent writers
 (hooks, queue workers, the CLI) never interleave or overwrite each other's lines; a line that
 is malformed (or half-written by a crashed process) is ignored when summing.
@@ -24,6 +28,10 @@ from mtl_mcp.errors import BudgetExceeded, BudgetTooSmall, ConfigError
 from mtl_mcp.files import append_private
 
 _RAISE_IT = "raise it with MTL_MCP_DAILY_TOKENS or daily_token_budget in config.toml"
+_RAISE_BACKEND = (
+    "raise it with MTL_MCP_SUBSCRIPTION_DAILY_TOKENS or subscription_daily_tokens in config.toml"
+)
+API_BACKEND = "anthropic"  # lines written without a backend are this one's
 KEEP_DAYS = 31
 
 # USD per million tokens (input, output), matched by model-name prefix, most specific first.
@@ -108,8 +116,9 @@ class SpendLedger:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def used_on(self, day: date) -> int:
-        """Tokens recorded for `day` (UTC); malformed lines are skipped."""
+    def used_on(self, day: date, backend: str | None = None) -> int:
+        """Tokens recorded for `day` (UTC), by every backend or by `backend` only; malformed
+        lines are skipped."""
         try:
             data = self.path_for(day).read_bytes()
         except FileNotFoundError:
@@ -120,39 +129,66 @@ class SpendLedger:
                 record = json.loads(line)
             except ValueError:
                 continue
-            tokens = record.get("tokens") if isinstance(record, dict) else None
+            if not isinstance(record, dict):
+                continue
+            if backend is not None and record.get("backend", API_BACKEND) != backend:
+                continue
+            tokens = record.get("tokens")
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
                 total += tokens
         return total
 
-    def used_today(self) -> int:
-        return self.used_on(self.today())
+    def used_today(self, backend: str | None = None) -> int:
+        return self.used_on(self.today(), backend)
 
     # -- the budget ------------------------------------------------------------------------
 
-    def check(self, estimated_tokens: int) -> None:
-        """Raise unless today's budget still covers `estimated_tokens`: BudgetExceeded (it
-        resets at midnight) or BudgetTooSmall (one run needs more than a whole day's)."""
-        used = self.used_today()
-        if used + max(0, estimated_tokens) <= self.daily_tokens:
+    def check(
+        self,
+        estimated_tokens: int,
+        *,
+        backend: str | None = None,
+        backend_daily_tokens: int | None = None,
+    ) -> None:
+        """Raise unless today's budgets still cover `estimated_tokens`: BudgetExceeded (it
+        resets at midnight) or BudgetTooSmall (one run needs more than a whole day's).
+
+        The daily budget counts every backend's tokens; `backend_daily_tokens`, when given,
+        is `backend`'s own budget and counts only its tokens.
+        """
+        self._check_one(estimated_tokens, self.used_today(), self.daily_tokens, "", _RAISE_IT)
+        if backend is not None and backend_daily_tokens is not None:
+            self._check_one(
+                estimated_tokens,
+                self.used_today(backend),
+                backend_daily_tokens,
+                f"{backend} ",
+                _RAISE_BACKEND,
+            )
+
+    def _check_one(
+        self, estimated_tokens: int, used: int, budget: int, whose: str, raise_it: str
+    ) -> None:
+        if used + max(0, estimated_tokens) <= budget:
             return
-        budget = self.daily_tokens
         if estimated_tokens > budget:
             raise BudgetTooSmall(
                 f"one distillation run needs about {estimated_tokens:,} tokens, more than the "
-                f"whole daily budget of {budget:,}: {_RAISE_IT}, or lower MTL_MCP_DIGEST_TOKENS"
+                f"whole {whose}daily budget of {budget:,}: {raise_it}, or lower "
+                "MTL_MCP_DIGEST_TOKENS"
             )
         resets = self.resets_at()
         hours, minutes = divmod(max(0, int((resets - self.now()).total_seconds())) // 60, 60)
         raise BudgetExceeded(
-            f"daily token budget reached: {used:,} of {budget:,} tokens used today and this run "
-            f"needs about {estimated_tokens:,}; it resets at {resets:%Y-%m-%d %H:%M} UTC "
-            f"(in {hours}h{minutes:02d}m) and the job stays queued until then; {_RAISE_IT}",
+            f"{whose}daily token budget reached: {used:,} of {budget:,} tokens used today and "
+            f"this run needs about {estimated_tokens:,}; it resets at {resets:%Y-%m-%d %H:%M} "
+            f"UTC (in {hours}h{minutes:02d}m) and the job stays queued until then; {raise_it}",
             retry_at=resets,
         )
 
-    def record(self, usage_tokens: int, *, session: str | None) -> None:
-        """Append `usage_tokens` to today's file: one O_APPEND write, safe across processes."""
+    def record(self, usage_tokens: int, *, session: str | None, backend: str) -> None:
+        """Append `usage_tokens` spent by `backend` to today's file: one O_APPEND write, safe
+        across processes."""
         if usage_tokens < 0:
             raise ValueError(f"usage_tokens must be >= 0, got {usage_tokens}")
         now = self.now()
@@ -161,6 +197,7 @@ class SpendLedger:
                 "ts": now.isoformat(timespec="seconds"),
                 "tokens": usage_tokens,
                 "session": session,
+                "backend": backend,
                 "pid": os.getpid(),
             },
             separators=(",", ":"),

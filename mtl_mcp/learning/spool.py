@@ -3,8 +3,10 @@
 A hook writes one JSON file per session into `<home>/spool/pending` and returns. A worker
 (one at a time, by a lock file) distils ready jobs and deletes a job only after its insights
 are stored. API outages, rate limits and crashes leave the job for a later retry with
-backoff; a job that keeps failing moves to `failed/`. `done.jsonl` remembers each
-(session id, transcript hash) so the same transcript is never distilled twice.
+backoff; a job that keeps failing moves to `failed/`. A job nothing can distil yet (no API
+key, no logged-in assistant CLI, distillation off) waits without using up its attempts.
+`done.jsonl` remembers each (session id, transcript hash) so the same transcript is never
+distilled twice.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8
 BASE_DELAY = timedelta(minutes=1)
 MAX_DELAY = timedelta(hours=6)
+NO_BACKEND_RECHECK = timedelta(minutes=30)
 
 
 class Job(BaseModel):
@@ -53,7 +56,7 @@ class JobOutcome(BaseModel):
     """What processing one job did."""
 
     session_id: str
-    status: str  # stored | skipped | retry | failed
+    status: str  # stored | skipped | retry | failed | waiting
     detail: str = ""
     results: list[RecordResult] = Field(default_factory=list)
 
@@ -154,6 +157,15 @@ class Spool:
         job.next_attempt_at = until or datetime.now(UTC) + delay
         write_private(path, job.model_dump_json())
         return "retry"
+
+    def wait(self, path: Path, job: Job, reason: str) -> str:
+        """Keep a job that no backend can distil yet, without counting an attempt; it is
+        looked at again after NO_BACKEND_RECHECK (at once with `distill --pending`)."""
+        if self.is_current(path, job):
+            job.last_error = reason
+            job.next_attempt_at = datetime.now(UTC) + NO_BACKEND_RECHECK
+            write_private(path, job.model_dump_json())
+        return "waiting"
 
     def requeue_failed(self) -> int:
         """Move every failed job back to the queue with a fresh start; returns how many."""

@@ -2,19 +2,21 @@
 
 A job file is deleted only once its insights are stored; any failure leaves it queued with
 backoff (or until the time a `Retryable` error names), and a job that keeps failing moves
-to `failed/` for `mtl-mcp queue` to show.
+to `failed/` for `mtl-mcp queue` to show. A job no backend can distil waits, its reason
+recorded for `mtl-mcp queue`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
-from mtl_mcp.learning.backends.select import NO_BACKEND, choose_backend
-from mtl_mcp.learning.pipeline import digest_transcript, learn, ledger
+from mtl_mcp.learning.backends.select import Chooser, source_of
+from mtl_mcp.learning.pipeline import digest_transcript, learn, ledger, worker_wait
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.memory import Memory
 from mtl_mcp.project import resolve_project
@@ -23,7 +25,7 @@ from mtl_mcp.schemas import Provenance
 logger = logging.getLogger(__name__)
 
 
-def process_job(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcome:
+def process_job(spool: Spool, path: Path, job: Job, memory: Memory, chooser: Chooser) -> JobOutcome:
     """Distil one job and store its insights; the job file goes only once they are stored."""
     settings = spool.settings
     transcript = Path(job.transcript_path)
@@ -56,19 +58,21 @@ def process_job(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcom
             status="skipped",
             detail="trivial session (a few turns, no tool use)",
         )
-    backend = choose_backend(settings)
-    if backend is None:
-        return postpone(NO_BACKEND)
+    choice = chooser.choose(source_of(parsed.format) or job.client)
+    if choice.backend is None:
+        status = spool.wait(path, job, choice.reason)
+        return JobOutcome(session_id=job.session_id, status=status, detail=choice.reason)
     project = resolve_project(job.cwd or parsed.cwd or transcript.parent)
     provenance = Provenance(project=project.id, session_id=job.session_id, client=job.client)
     try:
         learned = learn(
             memory,
             digest.text,
-            backend=backend,
+            backend=choice.backend,
             outcome_hint=job.outcome_hint,
             project=project,
             provenance=provenance,
+            wait=worker_wait(settings),
         )
     except DistillError as exc:
         # A spent budget waits for the next day; anything else backs off and, if it keeps
@@ -86,15 +90,24 @@ def process_job(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcom
     )
 
 
-def run_worker(settings: Settings, *, ignore_backoff: bool = False) -> list[JobOutcome] | None:
-    """Process every ready job; None if another worker already holds the lock."""
+def run_worker(
+    settings: Settings,
+    *,
+    ignore_backoff: bool = False,
+    on_change: Callable[[Memory], None] | None = None,
+) -> list[JobOutcome] | None:
+    """Process every ready job; None if another worker already holds the lock.
+
+    `on_change` is the memory's (called after insights are stored).
+    """
     spool = Spool(settings)
     outcomes: list[JobOutcome] = []
     with spool.worker_lock() as mine:
         if not mine:
             return None
         ledger(settings).prune()
-        memory = Memory(settings)
+        memory = Memory(settings, on_change=on_change)
+        chooser = Chooser(settings)  # checks each assistant CLI once per run
         seen: set[str] = set()
         try:
             while batch := [
@@ -102,16 +115,16 @@ def run_worker(settings: Settings, *, ignore_backoff: bool = False) -> list[JobO
             ]:
                 for path, job in batch:
                     seen.add(path.name)  # a job retried later in this run would spin
-                    outcomes.append(_guarded(spool, path, job, memory))
+                    outcomes.append(_guarded(spool, path, job, memory, chooser))
         finally:
             memory.close()
     return outcomes
 
 
-def _guarded(spool: Spool, path: Path, job: Job, memory: Memory) -> JobOutcome:
+def _guarded(spool: Spool, path: Path, job: Job, memory: Memory, chooser: Chooser) -> JobOutcome:
     """One job; a bug in it must not strand the rest of the queue."""
     try:
-        return process_job(spool, path, job, memory)
+        return process_job(spool, path, job, memory, chooser)
     except Exception as exc:  # the worker is a front door of its own: it runs detached
         logger.exception("job %s failed unexpectedly", job.session_id)
         status = spool.postpone(path, job, f"unexpected error: {exc!r}")

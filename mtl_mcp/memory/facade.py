@@ -102,11 +102,22 @@ class ImportReport(BaseModel):
 
 
 class Memory:
-    """A store of abstract insights: record, recall, browse, rate, forget, back up."""
+    """A store of abstract insights: record, recall, browse, rate, forget, back up.
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+    `on_change` is called with the memory after every change to the insights themselves
+    (recorded, merged, imported, rated, forgotten, purged, restored; not recall counters),
+    for a front door to keep what it derives from them in step.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        on_change: Callable[[Memory], None] | None = None,
+    ) -> None:
         self.settings = settings or load_settings()
         self._embedder = embedder
+        self._on_change = on_change
         self.table = InsightTable(self.settings, self._model_info)
         self._personal = Tier(self.table, "personal", self.settings.refresh_seconds)
         self.team = TeamPool(self.settings, self._model_info) if self.settings.team_uri else None
@@ -128,10 +139,19 @@ class Memory:
         return self.embedder.name, self.embedder.dim
 
     @property
+    def _model_name(self) -> str:
+        """The embedding model's name, without loading it for that."""
+        return self._embedder.name if self._embedder is not None else self.settings.embed_model
+
+    @property
     def meta(self) -> dict[str, str]:
         """The store's meta table: schema version, embedding model, vector dimension."""
         self._open()
         return self.table.meta
+
+    def exists(self) -> bool:
+        """Whether the store was created already; asking does not create it."""
+        return self.table.exists()
 
     def _open(self) -> None:
         """Open the table; a store this call created gets the starter pack."""
@@ -155,6 +175,10 @@ class Memory:
                 "is configured: run `mtl-mcp reindex` to re-embed everything with the new model, "
                 f"or set MTL_MCP_EMBED_MODEL={stored}"
             )
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
 
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use;
@@ -205,6 +229,7 @@ class Memory:
             for target, draft in plan.merges:  # after the insert: the target may be a new row
                 sql = ingest.merge_sql(draft, provenance)
                 self.table.update(f"id = {sql_string(target)}", sql)
+        self._changed()
         return results
 
     def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
@@ -236,6 +261,7 @@ class Memory:
                 if verdict.status == "stored" and item.id in present:
                     verdict.status = "merged"  # already there: merge_insert kept the stored row
                 results[n] = verdict
+            self._changed()
         return [results[n] for n in range(len(items))]
 
     def import_file(
@@ -329,7 +355,7 @@ class Memory:
         if self.team is None:
             return None
         snapshot = self.team.snapshot()
-        if snapshot is None or self.team.model_problem(self.embedder.name):
+        if snapshot is None or self.team.model_problem(self._model_name):
             return None
         return snapshot
 
@@ -341,7 +367,7 @@ class Memory:
             return None
         status = self.team.tier.status()
         loaded = self.team.table.loaded
-        if loaded is not None and (problem := self.team.model_problem(self.embedder.name)):
+        if loaded is not None and (problem := self.team.model_problem(self._model_name)):
             return f"Team insights are left out: {problem}."
         if status.reachable is False:
             if loaded is None or status.loaded_at is None:
@@ -421,7 +447,7 @@ class Memory:
         if self.team is not None:
             team = self.team.snapshot()
             counts = queries.counts(team) if team is not None else None
-            result["team"] = stats_of(self.team, self.settings.embed_model, counts)
+            result["team"] = stats_of(self.team, self._model_name, counts)
         return result
 
     def vectors(self) -> LabelledVectors:
@@ -450,6 +476,7 @@ class Memory:
                 f"{note_text}), -{NOTES_KEPT}, -1)"
             )
         self.table.update(f"id = {sql_string(insight)}", values_sql)
+        self._changed()
         return self.get(insight)
 
     def forget(self, insight: str) -> Insight:
@@ -463,6 +490,7 @@ class Memory:
                 "harmful (rate_insight helpful=false) to retire it"
             )
         self.table.delete(f"id = {sql_string(insight)}")
+        self._changed()
         return current
 
     def purge(self, ids: Collection[str]) -> tuple[int, int]:
@@ -470,7 +498,9 @@ class Memory:
         included. Waits for other processes' writes; readers of older versions fail once
         and reload. Returns (insights deleted, versions removed)."""
         self._open()
-        return self.table.purge(ids)
+        purged = self.table.purge(ids)
+        self._changed()
+        return purged
 
     # -- the team pool ---------------------------------------------------------------------------
 
@@ -540,7 +570,7 @@ class Memory:
                     f"the team pool did not answer within {PROBE_WAIT:.0f} s"
                     + (f" ({status.error})" if status.error else "")
                 )
-            published = team.publish(ready, self.embedder.name, self.settings.dedup_threshold)
+            published = team.publish(ready, self._model_name, self.settings.dedup_threshold)
         except Retryable as exc:
             team.outbox.add([insight.id for insight, _, _ in ready])
             for insight, _, _ in ready:
@@ -661,6 +691,7 @@ class Memory:
         self.close()
         result = backup.restore_backup(self.settings, chosen)
         self._seeded = True  # a restored store is never seeded
+        self._changed()
         return result
 
     def inspect(self) -> str | None:

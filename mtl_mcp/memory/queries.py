@@ -16,7 +16,7 @@ import numpy as np
 
 from mtl_mcp.index.bm25 import Bm25Index
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.index.fusion import Indices, fuse
+from mtl_mcp.index.fusion import Floats, Indices, fuse
 from mtl_mcp.index.methods import RecallMethod
 from mtl_mcp.schemas import Insight, ListSort, RecallHit, Scope, Source
 from mtl_mcp.storage.snapshot import Mask, Snapshot
@@ -80,7 +80,7 @@ def recall_hits(
         sims.append(similar)
         scores.append(rated.astype(np.float32))
         if pool.keywords is not None:
-            keyword.append(pool.keywords.scores(plan)[indices])
+            keyword.append(_keyword_scores(pool.snapshot, pool.keywords, plan)[indices])
     all_scores = np.concatenate(scores)
     all_keyword = np.concatenate(keyword) if method.keywords and keyword else None
     best = fuse(all_scores if method.dense else None, all_keyword, k)
@@ -95,6 +95,15 @@ def recall_hits(
         )
         for i, record in zip(best, _records(pools, owner[best], row[best]), strict=True)
     ]
+
+
+def _keyword_scores(snapshot: Snapshot, keywords: Bm25Index, plan: str) -> Floats:
+    """BM25 scores of every row, rows appended since the index was built included."""
+    scores = keywords.scores(plan)
+    if len(scores) < len(snapshot):
+        tail = snapshot.texts(len(scores)).to_pylist()
+        scores = np.concatenate([scores, keywords.scores_of(plan, tail)])
+    return scores
 
 
 def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[str, Any]]:

@@ -73,7 +73,8 @@ class TeamPool:
         self.table = InsightTable(settings, model_info, uri=settings.team_uri, team=True)
         self.tier = Tier(self.table, "team", settings.refresh_seconds, create=False)
         self.outbox = Outbox(settings.team_outbox)
-        self._not_personal: tuple[Snapshot, Snapshot, Mask] | None = None
+        # Team rows whose id your memory lacks, for (team, personal) snapshot generations.
+        self._not_personal: tuple[tuple[int, int, int, int], Mask] | None = None
 
     # -- identities ---------------------------------------------------------------------------
 
@@ -113,11 +114,11 @@ class TeamPool:
 
     def pool(self, snapshot: Snapshot, personal: Snapshot, mask: Mask) -> Pool:
         """The team's rows under `mask`, less those your own memory holds (same id)."""
+        key = (id(snapshot), snapshot.generation, id(personal), personal.generation)
         memo = self._not_personal
-        if memo is None or memo[0] is not snapshot or memo[1] is not personal:
-            theirs = ~snapshot.column_mask("id", personal.positions)
-            memo = self._not_personal = (snapshot, personal, theirs)
-        return Pool("team", snapshot, mask & memo[2], self.tier.keywords(snapshot))
+        if memo is None or memo[0] != key:  # both grow in place with this process's inserts
+            memo = self._not_personal = (key, ~snapshot.column_mask("id", personal.positions))
+        return Pool("team", snapshot, mask & memo[1], self.tier.keywords(snapshot))
 
     def get(self, insight: str) -> Insight | None:
         snapshot = self.snapshot()

@@ -60,7 +60,9 @@ class Tier:
         self.refresh_seconds = refresh_seconds
         self._create = create  # False: reading never creates the table (a team pool)
         self._lock = threading.Lock()
-        self._keywords: tuple[Snapshot, Bm25Index] | None = None
+        # The keyword index: (the snapshot, its generation when built, the index).
+        self._keywords: tuple[Snapshot, int, Bm25Index] | None = None
+        self._rebuilding = False
         self._refresher: threading.Thread | None = None
         self._answered = threading.Event()  # the running refresh heard from the store
         self._attempted = float("-inf")  # monotonic time the last refresh started
@@ -174,14 +176,40 @@ class Tier:
         self._confirmed = datetime.now(UTC)
 
     def keywords(self, snapshot: Snapshot) -> Bm25Index:
-        """BM25 over the snapshot's texts, built once per snapshot (patches keep texts)."""
+        """BM25 over the snapshot's texts, built once per snapshot (a new one at once).
+
+        Rows this process appended to it since (its own inserts) are not in the index until
+        a background rebuild catches up: recall never waits for it, and scores them with the
+        index's statistics meanwhile (`memory.queries`).
+        """
         with self._lock:
-            if self._keywords is not None and self._keywords[0] is snapshot:
-                return self._keywords[1]
+            cached = self._keywords
+            if cached is not None and cached[0] is snapshot:
+                if cached[1] != snapshot.generation and not self._rebuilding:
+                    self._rebuilding = True
+                    threading.Thread(
+                        target=self._rebuild_keywords,
+                        args=(snapshot,),
+                        name="mtl-bm25",
+                        daemon=True,
+                    ).start()
+                return cached[2]
+        generation = snapshot.generation
         index = Bm25Index(snapshot.texts())  # outside the lock: ~1 s at 100,000 insights
         with self._lock:
-            self._keywords = (snapshot, index)
+            self._keywords = (snapshot, generation, index)
         return index
+
+    def _rebuild_keywords(self, snapshot: Snapshot) -> None:
+        try:
+            generation = snapshot.generation
+            index = Bm25Index(snapshot.texts())
+            with self._lock:
+                if self._keywords is not None and self._keywords[0] is snapshot:
+                    self._keywords = (snapshot, generation, index)
+        finally:
+            with self._lock:
+                self._rebuilding = False
 
     def status(self) -> TierStatus:
         with self._lock:

@@ -1,22 +1,50 @@
-"""The session-start context: a few insights for a project, precomputed so a hook can print
-them without loading LanceDB or the model.
+"""The session-start context: a few insights, precomputed so a hook can print them without
+loading LanceDB or the model.
 
-A detached refresh (started by the hook) writes `<home>/context/<project hash>.md`; the next
-session of that project prints it.
+Three sources, the first that exists wins:
+
+1. `<home>/context/<project hash>.md`: the project's own context, written by the detached
+   refresh the hook starts, so a project's second session gets it;
+2. `<home>/context/general.md`: the store's best general lessons, rewritten whenever a
+   front door changes the store (`refresh_general_context` is `Memory`'s `on_change`) and
+   at `mtl-mcp install`, so a project's first session gets it;
+3. the same choice from the starter pack shipped with mtl-mcp (package data, parsed in a
+   few milliseconds), for a machine where neither file exists yet.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from mtl_mcp.config import Settings
+from mtl_mcp.errors import MtlError
 from mtl_mcp.files import write_private
 from mtl_mcp.project import ProjectRef, resolve_project
+from mtl_mcp.schemas import Category, Insight, InsightDraft
 from mtl_mcp.text.render import RECALL_HEADER, one_line
+from mtl_mcp.text.starter import starter_drafts
 
-CONTEXT_LIMIT = 4000  # Claude Code caps injected context at 10,000 characters
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
+
+logger = logging.getLogger(__name__)
+D = TypeVar("D", bound=InsightDraft)
+
+CONTEXT_LIMIT = 2000  # characters, ~500 tokens at most (Claude Code caps hook output at 10,000)
 CONTEXT_INSIGHTS = 4
+# The kinds of knowledge that transferred best in the paper: verify before claiming done,
+# inspect -> edit -> verify, respect interfaces, adapt to the environment.
+TRANSFERABLE: tuple[Category, ...] = (
+    "workflow-discipline",
+    "test-verification",
+    "api-compliance",
+    "environment-adaptation",
+)
+CANDIDATES = 200  # best-supported insights a general choice looks at
 INVITATION = (
     "mtl-mcp memory is attached. Before planning a non-trivial task, call recall_insights "
     "with a 3-4 sentence plan to get lessons from past sessions."
@@ -29,30 +57,83 @@ def context_file(settings: Settings, project: ProjectRef) -> Path:
     return settings.home / "context" / f"{name}.md"
 
 
+def general_context_file(settings: Settings) -> Path:
+    """Where the context for a project without its own is kept."""
+    return settings.home / "context" / "general.md"
+
+
+def render_context(insights: Sequence[InsightDraft]) -> str:
+    """The invitation to recall, then the insights framed as reference data, one line each
+    (every field on one line, so a stored field cannot pose as another note)."""
+    lines = [INVITATION]
+    if insights:
+        lines += ["", RECALL_HEADER]
+        lines += [f"- {one_line(i.title)}: {one_line(i.content)}" for i in insights]
+    return "\n".join(lines)[:CONTEXT_LIMIT] + "\n"
+
+
+def general_choice(candidates: Sequence[D], limit: int = CONTEXT_INSIGHTS) -> list[D]:
+    """Lessons for any project from candidates ordered best first: the first of each
+    transferable kind, then the next best of any kind."""
+    chosen = [
+        found
+        for kind in TRANSFERABLE
+        if (found := next((c for c in candidates if c.category == kind), None)) is not None
+    ][:limit]
+    chosen += [c for c in candidates if c not in chosen][: limit - len(chosen)]
+    return chosen
+
+
+def starter_context(settings: Settings) -> str:
+    """The general context a store holding only the starter pack would have."""
+    return render_context(general_choice(starter_drafts()) if settings.starter else [])
+
+
 def cached_context(settings: Settings, project: ProjectRef) -> str:
-    """The cached context of a project, or "" when none was computed yet."""
-    cached = context_file(settings, project)
-    if cached.is_file():
-        return cached.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
-    return ""
+    """The project's context, else the general one, else the starter pack's."""
+    for path in (context_file(settings, project), general_context_file(settings)):
+        try:
+            return path.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
+        except FileNotFoundError:
+            continue
+    return starter_context(settings)
 
 
-def refresh_context(settings: Settings, project_dir: str) -> Path:
-    """Write the session-start context for a project: its most useful insights."""
+def write_general_context(memory: Memory) -> list[Insight]:
+    """Write the general context from the store's best-supported lessons (none that misled
+    more often than they helped); returns the insights it holds."""
+    candidates, _ = memory.list(sort="support", limit=CANDIDATES)
+    chosen = general_choice([i for i in candidates if i.harmful <= i.helpful])
+    write_private(general_context_file(memory.settings), render_context(chosen))
+    return chosen
+
+
+def refresh_general_context(memory: Memory) -> None:
+    """`Memory`'s `on_change` for the front doors: keep the general context in step with
+    the store. It is a cache, so a failure is logged, never raised into the write."""
+    try:
+        write_general_context(memory)
+    except (MtlError, OSError) as exc:
+        logger.warning("could not update the session-start context: %s", exc)
+
+
+def refresh_context(settings: Settings, project_dir: str) -> Path | None:
+    """Write the session-start context for a project: its most useful insights, then
+    general ones; the general context is rewritten on the way. None when there is no store
+    yet: creating it is left to the server, which seeds it before its first recall (a store
+    created here would look empty to the server until the seeding is done)."""
     from mtl_mcp.memory import Memory  # LanceDB and numpy: only in the detached refresh
 
     project = resolve_project(project_dir)
     memory = Memory(settings)
     try:
+        if not memory.exists():
+            return None
         own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
-        shared, _ = memory.list(sort="support", limit=CONTEXT_INSIGHTS)
+        general = write_general_context(memory)
     finally:
         memory.close()
-    chosen = list({i.id: i for i in [*own, *shared]}.values())[:CONTEXT_INSIGHTS]
-    lines = [INVITATION]
-    if chosen:
-        lines += ["", RECALL_HEADER]
-        lines += [f"- {one_line(i.title)}: {one_line(i.content)}" for i in chosen]
+    chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
     path = context_file(settings, project)
-    write_private(path, "\n".join(lines)[:CONTEXT_LIMIT] + "\n")
+    write_private(path, render_context(chosen))
     return path

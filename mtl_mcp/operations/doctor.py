@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
 from mtl_mcp.errors import MtlError, StoreUnavailable
 from mtl_mcp.index.embedder import default_model_file, get_embedder
-from mtl_mcp.learning.backends.anthropic_api import has_api_key
+from mtl_mcp.learning.backends.select import CLI_BACKENDS, Chooser
 from mtl_mcp.memory import Memory
 from mtl_mcp.storage.backup import backups_dir, inspect_store, list_backups
 
@@ -130,20 +130,25 @@ def _team(settings: Settings) -> Check:
         memory.close()
 
 
-def _api_key(settings: Settings) -> Check:
-    if has_api_key(settings):
-        return Check(
-            name="Anthropic API key",
-            ok=True,
-            required=False,
-            detail=f"set; distillation uses {settings.distill_model}",
-        )
+def _distillation(settings: Settings) -> Check:
+    """Which backend distils the sessions of each assistant, or why none can."""
+    chooser = Chooser(settings)
+    choices = {source: chooser.choose(source) for source in CLI_BACKENDS}
+    detail = "; ".join(
+        f"{source} sessions: "
+        + (f"{c.backend.name} ({c.reason})" if c.backend else f"wait in the queue ({c.reason})")
+        for source, c in choices.items()
+    )
+    if any(c.backend for c in choices.values()):
+        return Check(name="distillation", ok=True, required=False, detail=detail)
     return Check(
-        name="Anthropic API key",
+        name="distillation",
         ok=False,
         required=False,
-        detail="not set: session transcripts are not distilled (recall still works)",
-        fix=f"export ANTHROPIC_API_KEY, or add anthropic_api_key to {settings.config_file}",
+        detail=f"session transcripts are not distilled (recall still works): {detail}",
+        fix=f"export ANTHROPIC_API_KEY (or add anthropic_api_key to {settings.config_file}), "
+        "or log in to Claude Code (`claude`, then /login) or Codex (`codex login`); see "
+        "MTL_MCP_DISTILL_BACKEND",
     )
 
 
@@ -192,6 +197,34 @@ def _backups(settings: Settings) -> Check:
     )
 
 
+def _service(settings: Settings) -> Check:
+    from mtl_mcp.operations.service import Rendezvous, request
+
+    if not settings.service:
+        return Check(
+            name="service",
+            ok=True,
+            required=False,
+            detail="off (MTL_MCP_SERVICE=off): every window loads its own model and store",
+        )
+    status = request(settings, "status", timeout=5.0)
+    if status and status.get("ok"):
+        return Check(
+            name="service",
+            ok=True,
+            required=False,
+            detail=f"running: pid {status['pid']}, version {status['version']}, "
+            f"{status['windows']} windows, {status['rss_mb']} MB resident",
+        )
+    log = Rendezvous.of(settings).log_file
+    return Check(
+        name="service",
+        ok=True,
+        required=False,
+        detail=f"not running: the first window starts it (its log: {log})",
+    )
+
+
 def _open_to_others(path: Path) -> bool:
     try:
         return not path.is_symlink() and bool(path.stat().st_mode & 0o077)
@@ -226,7 +259,8 @@ def run_checks(settings: Settings) -> list[Check]:
             checks.append(_store(settings))
     if checks[0].ok:
         checks.append(_backups(settings))
+        checks.append(_service(settings))
     if settings.team_uri and checks[1].ok:
         checks.append(_team(settings))
-    checks.append(_api_key(settings))
+    checks.append(_distillation(settings))
     return checks

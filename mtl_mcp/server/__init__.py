@@ -1,7 +1,8 @@
 """The MCP front door, over stdio for one client or streamable HTTP for a team.
 
-app   build_server: the tools, resources, prompt and instructions over a `Memory`
-http  the HTTP transport's safeguards: bearer token, Host and Origin checks
+app       build_server: the tools, resources, prompt and instructions over a `Memory`
+sampling  record_session's distillation through the client's model (MCP sampling)
+http      the HTTP transport's safeguards: bearer token, Host and Origin checks
 """
 
 from __future__ import annotations

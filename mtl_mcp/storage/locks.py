@@ -30,16 +30,26 @@ def _lock_file(path: Path) -> Iterator[int]:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def try_exclusive(path: Path) -> Iterator[bool]:
-    """Hold an exclusive lock on `path` if no other process does: yields True if this one does."""
-    with _lock_file(path) as fd:
+def _lock_within(fd: int, seconds: float) -> bool:
+    """Lock `fd` exclusively, waiting up to `seconds` for others to let go; False if they
+    did not (0 tries once)."""
+    deadline = time.monotonic() + seconds
+    while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
         except BlockingIOError:
-            yield False
-            return
-        yield True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def try_exclusive(path: Path, wait: float = 0.0) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` once no other process does, waiting up to `wait`
+    seconds: yields True if this one holds it."""
+    with _lock_file(path) as fd:
+        yield _lock_within(fd, wait)
 
 
 @contextlib.contextmanager
@@ -55,19 +65,11 @@ def store_lock(store: Path | None, exclusive: bool = False) -> Iterator[None]:
     with _lock_file(Path(f"{store}.lock")) as fd:
         if not exclusive:
             fcntl.flock(fd, fcntl.LOCK_SH)
-        else:
-            deadline = time.monotonic() + PURGE_LOCK_WAIT
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StoreError(
-                            f"other processes kept writing to {store} for "
-                            f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
-                        ) from None
-                    time.sleep(0.05)
+        elif not _lock_within(fd, PURGE_LOCK_WAIT):
+            raise StoreError(
+                f"other processes kept writing to {store} for "
+                f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
+            )
         yield
 
 

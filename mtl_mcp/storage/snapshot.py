@@ -26,12 +26,22 @@ Mask = npt.NDArray[np.bool_]
 
 @dataclass
 class Snapshot:
-    """Rows of one table version: `rows` (Arrow, no vectors) and `vectors` aligned with it."""
+    """Rows of one table version: `rows` (Arrow, no vectors) and `vectors` aligned with it.
+
+    This process's own inserts are appended in place (`append`), so its next read needs no
+    reload; `generation` counts those appends, for caches built over the rows.
+    """
 
     version: int
     rows: pa.Table
-    vectors: npt.NDArray[np.float32]
+    matrix: npt.NDArray[np.float32]  # the vectors, with room to append (rows beyond len unused)
+    generation: int = 0
     _project_masks: dict[str, Mask] = field(default_factory=dict, repr=False)
+
+    @property
+    def vectors(self) -> npt.NDArray[np.float32]:
+        """One unit-norm row per insight, aligned with `rows`."""
+        return self.matrix[: len(self)]
 
     @classmethod
     def load(cls, table: Table, dim: int) -> Snapshot:
@@ -57,7 +67,7 @@ class Snapshot:
             filled += count
         if filled != len(vectors):
             raise RuntimeError("the vector scan returned fewer rows than the row scan")
-        return cls(version=table.version, rows=rows, vectors=vectors)
+        return cls(version=table.version, rows=rows, matrix=vectors)
 
     def __len__(self) -> int:
         return int(self.rows.num_rows)
@@ -75,15 +85,17 @@ class Snapshot:
         signal: npt.NDArray[np.float32] = (helpful - harmful) / (helpful + harmful + 2.0)
         return signal
 
-    def texts(self) -> pa.ChunkedArray:
-        """Each row's title, description and content as one string: what BM25 indexes.
+    def texts(self, start: int = 0) -> pa.ChunkedArray:
+        """Each row's title, description and content as one string (from row `start` on):
+        what BM25 indexes.
 
         Patches keep rows in place and never touch these columns; a change to the row set
         makes a new snapshot.
         """
+        rows = self.rows.slice(start) if start else self.rows
         return pc.binary_join_element_wise(
-            *(self.rows.column(name).fill_null("") for name in ("title", "description")),
-            self.rows.column("content").fill_null(""),
+            *(rows.column(name).fill_null("") for name in ("title", "description")),
+            rows.column("content").fill_null(""),
             " ",
         )
 
@@ -96,6 +108,25 @@ class Snapshot:
         values = self.rows.column(name).to_numpy(zero_copy_only=False)
         numbers: npt.NDArray[np.float32] = np.nan_to_num(values.astype(np.float32))
         return numbers
+
+    def append(self, rows: pa.Table, vectors: npt.NDArray[np.float32]) -> None:
+        """Add rows this process inserted (ids already here are skipped, as the insert did)."""
+        new = [n for n, i in enumerate(rows.column("id").to_pylist()) if i not in self.positions]
+        if not new:
+            return
+        count, added = len(self), len(new)
+        if count + added > len(self.matrix):  # grow by a quarter: appends stay amortized O(1)
+            grown = np.empty((max(count + added, count * 5 // 4), self.matrix.shape[1]), np.float32)
+            grown[:count] = self.vectors
+            self.matrix = grown
+        self.matrix[count : count + added] = vectors[new]
+        combined = pa.concat_tables([self.rows, rows.take(new).cast(self.rows.schema)])
+        # `take` slows down over many chunks: fold them once there are a few.
+        self.rows = combined.combine_chunks() if combined.column(0).num_chunks > 16 else combined
+        for cached in ("active", "rating", "positions"):
+            self.__dict__.pop(cached, None)
+        self._project_masks.clear()
+        self.generation += 1
 
     def add_recall_counts(self, counts: Mapping[str, int]) -> None:
         """Apply a recall-count flush in memory, so this process's own write costs no reload."""

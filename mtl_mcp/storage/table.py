@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from mtl_mcp.config import Settings, local_path
@@ -102,7 +103,8 @@ class InsightTable:
         return self._db
 
     def exists(self) -> bool:
-        """Whether the table was created yet (without creating it)."""
+        """Whether the store was created already; asking does not create it. (No lock: on
+        object storage this may wait on the network, and readers must not wait with it.)"""
         if self._table is not None:
             return True
         with lance_errors(f"reading the store at {self.uri}", DOCTOR):
@@ -213,9 +215,9 @@ class InsightTable:
 
     @property
     def loaded(self) -> Snapshot | None:
-        """The snapshot last loaded (or patched), without looking at the table."""
-        with self._lock:
-            return self._snapshot
+        """The snapshot last loaded (or patched), without looking at the table. No lock:
+        an open on object storage holds it while it waits on the network."""
+        return self._snapshot
 
     def refresh(self) -> Snapshot:
         """Look for other writers' commits now and load them, if any (one LIST request when
@@ -315,12 +317,15 @@ class InsightTable:
 
     def insert(self, rows: list[dict[str, Any]]) -> int:
         """Insert rows whose ids are new; an id already present (another writer) is kept.
-        Returns how many rows were inserted."""
+        The in-memory snapshot gains them too, when no other writer came between. Returns
+        how many rows were inserted."""
         if not rows:
             return 0
         data = pa.Table.from_pylist(rows, schema=self.open().schema)
+        vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
         result = self.write(
-            lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data)
+            lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data),
+            patch=lambda snapshot: snapshot.append(data.drop_columns(["vector"]), vectors),
         )
         return int(result.num_inserted_rows)
 

@@ -22,21 +22,40 @@ def one_line(text: str | None, limit: int | None = None) -> str:
     return line[: limit - 1].rstrip() + "…"
 
 
+def _note(n: int, insight: Insight | RecallHit, facts: str) -> str:
+    """One numbered note: title and facts, when it applies, the lesson; a line each."""
+    origin = f" · learned in {insight.domain}" if insight.domain else ""
+    origin += " · from the team pool" if insight.source == "team" else ""
+    lesson = "what worked" if insight.polarity == "success" else "a mistake to avoid"
+    return (
+        f"{n}. {one_line(insight.title)} [{lesson} · {insight.category}{origin} · {facts} · "
+        f"id {insight.id}]\n   When: {one_line(insight.description)}\n"
+        f"   Lesson: {one_line(insight.content)}"
+    )
+
+
 def recall_text(hits: Sequence[RecallHit]) -> str:
     """Recalled insights framed as reference data, one numbered block each."""
     if not hits:
         return "No stored insight matches this plan yet. Proceed, and record lessons at the end."
-    blocks = []
-    for n, hit in enumerate(hits, 1):
-        origin = f" · learned in {hit.domain}" if hit.domain else ""
-        origin += " · from the team pool" if hit.source == "team" else ""
-        lesson = "what worked" if hit.polarity == "success" else "a mistake to avoid"
-        blocks.append(
-            f"{n}. {one_line(hit.title)} [{lesson} · {hit.category}{origin} · "
-            f"score {hit.score:.2f} · id {hit.id}]\n   When: {one_line(hit.description)}\n"
-            f"   Lesson: {one_line(hit.content)}"
-        )
+    blocks = [_note(n, hit, f"score {hit.score:.2f}") for n, hit in enumerate(hits, 1)]
     return RECALL_HEADER + "\n\n" + "\n\n".join(blocks)
+
+
+def _support_and_ratings(insight: Insight) -> str:
+    rated = insight.helpful or insight.harmful
+    ratings = f" · rated {insight.helpful} helpful, {insight.harmful} harmful" if rated else ""
+    return f"support {insight.support}{ratings}"
+
+
+def listing_text(items: Sequence[Insight], total: int, offset: int) -> str:
+    """A page of stored insights framed like recalled ones, numbered from `offset` + 1."""
+    if not items:
+        return f"No stored insight on this page ({total} match the filters)."
+    numbered = enumerate(items, offset + 1)
+    blocks = [_note(n, item, _support_and_ratings(item)) for n, item in numbered]
+    heading = f"Insights {offset + 1}-{offset + len(items)} of {total}."
+    return f"{heading} {RECALL_HEADER}\n\n" + "\n\n".join(blocks)
 
 
 def insight_markdown(insight: Insight) -> str:

@@ -125,15 +125,15 @@ def test_fresh_home_recall_returns_starter_insights(monkeypatch, tmp_path: Path)
 
 
 def test_doctor_reports_each_check() -> None:
-    """doctor passes on a healthy home and flags the missing API key as optional."""
+    """doctor passes on a healthy home and flags, as optional, that nothing can distil."""
     code, out, _ = run("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(out)}
     assert code == 0
     assert checks["store"]["ok"] and checks["embedding model"]["ok"]
-    assert (
-        not checks["Anthropic API key"]["ok"]
-        and "ANTHROPIC_API_KEY" in checks["Anthropic API key"]["fix"]
-    )
+    distillation = checks["distillation"]
+    assert not distillation["ok"] and not distillation["required"]
+    assert "ANTHROPIC_API_KEY" in distillation["fix"] and "codex login" in distillation["fix"]
+    assert "claude-not-installed-for-tests` is not on PATH" in distillation["detail"]
 
 
 def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:

@@ -52,8 +52,9 @@ async def test_stdio_session_speaks_only_protocol_on_stdout(tmp_path: Path) -> N
             "recall_insights",
             {"plan": "Make the date-dependent test deterministic by controlling time.", "k": 3},
         )
-        titles = [h["title"] for h in recalled.structured_content["results"]]
-        assert titles[0] == "Pin the clock in date-dependent tests"
+        first = recalled.structured_content["results"][0]
+        assert first["id"] == recorded.structured_content["results"][0]["id"]
+        assert "1. Pin the clock in date-dependent tests [" in recalled.content[0].text
         stats = json.loads((await client.read_resource("insights://stats")).contents[0].text)
         assert stats["by_project"]["starter"] >= 40  # the starter pack loaded on first run
     lines = [line for line in wire.read_text().splitlines() if line.strip()]

@@ -127,3 +127,22 @@ def test_recall_excludes_domains_and_every_method_honours_filters(store: Memory)
     for name in METHODS:
         hits = store.recall("bisect the history", k=3, method=name)
         assert results[1].id not in {h.id for h in hits}, name
+
+
+def test_bm25_scores_rows_outside_the_index_like_a_rebuild_would() -> None:
+    """A row appended after the index was built scores close to what a rebuilt index gives
+    it, and a word no indexed row has counts as the rarest."""
+    texts = [
+        "Reproduce the failing test before fixing it",
+        "Pin the clock in date-dependent tests",
+        "Retry network calls with exponential backoff",
+        "Validate configuration files at start-up",
+    ]
+    new = "Freeze the clock when a test depends on midnight"
+    old = Bm25Index(pa.array(texts))
+    rebuilt = Bm25Index(pa.array([*texts, new]))
+    query = "make the midnight test deterministic with a frozen clock"
+    [approximate] = old.scores_of(query, [new])
+    exact = rebuilt.scores(query)[-1]
+    assert approximate == pytest.approx(exact, rel=0.25)
+    assert approximate > max(old.scores(query))  # it would rank first, as after a rebuild

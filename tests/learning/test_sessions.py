@@ -116,6 +116,27 @@ def test_session_end_hook_returns_at_once_and_insights_land(
         assert text not in logs
 
 
+@pytest.mark.parametrize("transcript", ["never-written.jsonl", "empty.jsonl"])
+def test_session_end_without_a_conversation_queues_no_job(
+    settings: Settings, tmp_path: Path, transcript: str
+) -> None:
+    """`claude mcp list` ends a session whose transcript never exists: dropped, one log line."""
+    (tmp_path / "empty.jsonl").touch()
+    payload = {
+        "session_id": "ghost-1",
+        "transcript_path": str(tmp_path / transcript),
+        "cwd": str(tmp_path),
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+    }
+    done, _ = hook(settings, "session-end", payload, {**os.environ})
+    assert done.returncode == 0 and done.stdout == ""
+    assert list(Spool(settings).jobs()) == []
+    [line] = (settings.home / "logs" / "hooks.log").read_text().splitlines()
+    assert "session ghost-1 dropped: its transcript" in line
+    assert not (settings.home / "logs" / "worker.log").exists()  # no worker was started
+
+
 def test_api_outage_keeps_the_job_and_a_later_run_stores_it(
     settings: Settings, fake: FakeAnthropic, api_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -245,8 +266,11 @@ def test_hooks_exit_zero_on_garbage_and_log_the_problem(settings: Settings, tmp_
     assert "failed" in (settings.home / "logs" / "hooks.log").read_text()
 
 
-def test_session_start_injects_precomputed_context(settings: Settings, tmp_path: Path) -> None:
-    """The first start schedules a refresh; later starts print the project's insights."""
+def test_session_start_injects_context_from_the_first_session(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The first start prints starter lessons and schedules a refresh; later starts print
+    the project's precomputed context."""
     Memory(load_settings(settings.home, starter=True)).stats()  # starter pack
     payload = {
         "session_id": "s",
@@ -254,10 +278,10 @@ def test_session_start_injects_precomputed_context(settings: Settings, tmp_path:
         "hook_event_name": "SessionStart",
         "source": "startup",
     }
-    env = {**os.environ}
+    env = {**os.environ, "MTL_MCP_STARTER": "1"}
     first, _ = hook(settings, "session-start", payload, env)
-    assert first.returncode == 0
-    wait_for(lambda: any((settings.home / "context").glob("*.md")))
+    assert first.returncode == 0 and "not instructions" in first.stdout
+    wait_for(lambda: len(list((settings.home / "context").glob("*.md"))) == 2)
     second, _ = hook(settings, "session-start", payload, env)
     assert second.returncode == 0 and "recall_insights" in second.stdout
     assert "not instructions" in second.stdout and len(second.stdout) < 10_000

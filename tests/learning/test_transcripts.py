@@ -18,6 +18,7 @@ from mtl_mcp.learning.transcripts import (
     Transcript,
     build_digest,
     detect_format,
+    missing_conversation,
     read_transcript,
 )
 from mtl_mcp.learning.transcripts.events import EVENT_TEXT_MAX
@@ -351,6 +352,51 @@ def test_a_directory_raises_a_transcript_error(tmp_path: Path) -> None:
     """Passing the project folder instead of a session file is explained."""
     with pytest.raises(TranscriptError, match="is a directory"):
         read_transcript(tmp_path, "claude-code")
+
+
+# --- is there a conversation at all? (the session-end hook's cheap check) ------------
+
+SNAPSHOT = {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}
+META_USER = {"type": "user", "sessionId": "s", "isMeta": True, "message": {"role": "user",
+             "content": "<command-name>/exit</command-name>"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (None, "does not exist"),
+        ([], "is empty"),
+        (["", "  "], "is empty"),
+        ([SNAPSHOT], "holds no conversation"),
+        ([SNAPSHOT, META_USER], "holds no conversation"),  # a /exit, nobody answered
+        ([{"type": "session_meta", "payload": {}, "timestamp": "t"}], "holds no conversation"),
+        (["not json", SNAPSHOT], None),  # another format: the worker decides
+        ([{"unknown": "shape"}], None),
+        ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], None),
+    ],
+)
+def test_missing_conversation_names_what_is_missing(
+    tmp_path: Path, lines: list[object] | None, expected: str | None
+) -> None:
+    """Missing, empty and message-less JSON-lines files are no session; others may be."""
+    path = tmp_path / "session.jsonl"
+    if lines is not None:
+        path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    assert missing_conversation(path) == expected
+
+
+@pytest.mark.parametrize("fixture", [CLAUDE, CODEX, MINI, OPENHANDS, NOTES])
+def test_every_real_transcript_format_holds_a_conversation(fixture: Path) -> None:
+    """Sessions of every format the worker reads pass the check."""
+    assert missing_conversation(fixture) is None
+
+
+def test_the_conversation_check_reads_no_more_than_its_budget(tmp_path: Path) -> None:
+    """Past the budget without a verdict, the file is left to the worker, unread."""
+    path = _jsonl(tmp_path / "big.jsonl", [SNAPSHOT] * 50 + [META_USER])
+    assert missing_conversation(path) == "holds no conversation"
+    assert missing_conversation(path, budget=len(json.dumps(SNAPSHOT)) * 10) is None
+    assert missing_conversation(tmp_path) == "is a directory"
 
 
 def test_unknown_formats_and_event_limits_are_input_errors(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,26 @@ def test_own_recall_count_flush_patches_the_snapshot(store: Memory) -> None:
     other = Memory(store.settings)  # another process's write still forces a reload
     other.rate(stored.id, helpful=True)
     assert store.table.snapshot() is not snapshot and store.get(stored.id).helpful == 1
+
+
+def test_own_inserts_are_appended_to_the_snapshot_and_found_at_once(store: Memory) -> None:
+    """A record by this process extends its snapshot in place (no reload): the new insight
+    is recalled first at once (its keyword score comes from the index's statistics until
+    the index, rebuilt in the background, holds it)."""
+    [first] = store.record([lesson(*TOPICS[0])])
+    snapshot = store.table.snapshot()
+    store.recall("read the traceback to the end", k=1)  # builds the keyword index
+    [second] = store.record([lesson(*TOPICS[1])])
+    assert store.table.snapshot() is snapshot and len(snapshot) == 2
+    assert [h.id for h in store.recall(TOPICS[1][1], k=2)] == [second.id, first.id]
+    deadline = time.monotonic() + 30  # the keyword index is rebuilt in the background
+    while store.recall(TOPICS[1][1], k=1, method="bm25")[0].id != second.id:
+        assert time.monotonic() < deadline, "the keyword index never caught up"
+        time.sleep(0.05)
+    assert store.recall(TOPICS[1][1], k=1)[0].id == second.id
+    other = Memory(store.settings)  # another process's insert still forces a reload
+    other.record([lesson(*TOPICS[2])])
+    assert store.table.snapshot() is not snapshot and len(store.table.snapshot()) == 3
 
 
 def test_forget_and_missing_ids(store: Memory) -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 import pytest
 
 from mtl_mcp.errors import ConfigError, InputError
+from mtl_mcp.operations.install.json_configs import ALLOW_RULES
 from mtl_mcp.operations.install.plans import apply, plan_install, plan_uninstall
 from mtl_mcp.operations.install.targets import (
     Client,
@@ -224,7 +225,8 @@ def test_claude_code_hook_groups_have_the_documented_shape(dirs: Dirs) -> None:
                     ],
                 }
             ],
-        }
+        },
+        "permissions": {"allow": ["mcp__mtl-mcp__recall_insights", "mcp__mtl-mcp__list_memories"]},
     }
 
 
@@ -249,10 +251,11 @@ def test_a_shadowing_claude_code_local_scope_entry_is_pointed_out(dirs: Dirs) ->
     assert any("claude mcp remove mtl-mcp --scope local" in note for note in plan.notes)
 
 
-def test_hooks_false_registers_only_the_server(dirs: Dirs) -> None:
+def test_hooks_false_registers_the_server_and_its_permissions_only(dirs: Dirs) -> None:
     plan = install("claude-code", "project", dirs, hooks=False)
-    assert [c.path.name for c in plan.changes] == [".mcp.json"]
-    assert not (dirs["project_dir"] / ".claude").exists()
+    names = [c.path.name for c in plan.changes]
+    assert names == [".mcp.json", "settings.json", "mtl-mcp-install.json"]
+    assert set(read_json(dirs["project_dir"] / ".claude/settings.json")) == {"permissions"}
     assert any("distill --since 7d" in n for n in plan.notes)
 
 
@@ -295,8 +298,11 @@ def seed(client: Client, scope: InstallScope, dirs: Dirs) -> dict[Path, Any]:
 
 
 def without_ours(doc: dict[str, Any]) -> dict[str, Any]:
-    """`doc` minus mtl-mcp's server and hooks, asserting our hooks came last."""
+    """`doc` minus mtl-mcp's server, hooks and permission rules, asserting ours came last."""
     doc.get("mcpServers", {}).pop("mtl-mcp", None)
+    if allow := doc.get("permissions", {}).get("allow"):
+        assert allow[-len(ALLOW_RULES) :] == list(ALLOW_RULES)
+        del allow[-len(ALLOW_RULES) :]
     hooks = doc.get("hooks", {})
     for event, items in list(hooks.items()):
         others = [i for i in items if "mtl-mcp" not in json.dumps(i)]
@@ -393,6 +399,63 @@ def test_our_handler_sharing_a_group_with_another_is_recognised(dirs: Dirs) -> N
     assert len(groups) == 2
     uninstall("claude-code", "project", dirs)
     assert read_json(settings) == {"hooks": {"SessionEnd": [groups[0]]}}
+
+
+# ------------------------------------------------------------------ Claude Code permissions
+
+READ_ONLY = ["mcp__mtl-mcp__recall_insights", "mcp__mtl-mcp__list_memories"]
+
+
+def claude_settings(scope: InstallScope, dirs: Dirs) -> Path:
+    hooks = paths("claude-code", scope, dirs)[1]
+    assert hooks is not None
+    return hooks
+
+
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_claude_code_may_call_the_read_only_tools_without_asking(
+    scope: InstallScope, dirs: Dirs
+) -> None:
+    """Only recall_insights and list_memories are allowed; the note says who decides the rest."""
+    plan = install("claude-code", scope, dirs)
+    settings = claude_settings(scope, dirs)
+    assert read_json(settings)["permissions"] == {"allow": READ_ONLY}
+    assert read_json(settings.with_name("mtl-mcp-install.json"))["allow"] == READ_ONLY
+    [note] = [n for n in plan.notes if "without asking" in n]
+    assert all(tool in note for tool in ("record_session", "rate_insight", "forget_insight"))
+
+
+def test_uninstall_keeps_a_permission_rule_the_user_had_before_install(dirs: Dirs) -> None:
+    mine = {"permissions": {"allow": ["Bash(ls:*)", READ_ONLY[0]], "deny": ["WebFetch"]}}
+    settings = write(dirs["user_home"] / ".claude/settings.json", json.dumps(mine))
+    install("claude-code", "user", dirs)
+    assert read_json(settings)["permissions"]["allow"] == ["Bash(ls:*)", *READ_ONLY]
+    record = settings.with_name("mtl-mcp-install.json")
+    assert read_json(record)["allow"] == READ_ONLY[1:]
+    assert install("claude-code", "user", dirs).changes == []  # ownership survives a reinstall
+    plan = uninstall("claude-code", "user", dirs)
+    assert read_json(settings) == mine
+    assert not record.exists()
+    assert any(f"Kept {READ_ONLY[0]}" in note for note in plan.notes)
+
+
+def test_uninstall_without_the_record_removes_no_rule_and_says_so(dirs: Dirs) -> None:
+    install("claude-code", "project", dirs)
+    settings = claude_settings("project", dirs)
+    settings.with_name("mtl-mcp-install.json").unlink()
+    plan = uninstall("claude-code", "project", dirs)
+    assert read_json(settings) == {"permissions": {"allow": READ_ONLY}}
+    assert any(", ".join(READ_ONLY) in note for note in plan.notes)
+
+
+def test_a_rule_removed_by_the_user_is_added_again_by_a_reinstall(dirs: Dirs) -> None:
+    install("claude-code", "user", dirs)
+    settings = claude_settings("user", dirs)
+    write(settings, json.dumps({**read_json(settings), "permissions": {"allow": READ_ONLY[:1]}}))
+    install("claude-code", "user", dirs)
+    assert read_json(settings)["permissions"]["allow"] == READ_ONLY
+    uninstall("claude-code", "user", dirs)
+    assert not settings.exists()
 
 
 # ------------------------------------------------------------------ dry run, diff, backups

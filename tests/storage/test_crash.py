@@ -20,6 +20,7 @@ from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.memory.facade import IMPORT_BATCH
 from mtl_mcp.memory.ingest import insight_id
+from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.storage.backup import inspect_store
 from tests.conftest import distinct_lessons
@@ -120,8 +121,10 @@ class _StdioServer:
                 return message
 
 
-def test_a_server_killed_during_writes_loses_no_acknowledged_insight(settings: Settings) -> None:
-    """kill -9 with record calls in flight: acknowledged insights are whole; a retry completes."""
+def test_a_service_killed_during_writes_loses_no_acknowledged_insight(settings: Settings) -> None:
+    """kill -9 of the service with record calls in flight: the window answers every call
+    (the unfinished ones with a clear tool error), acknowledged insights are whole, and a
+    retry completes."""
     Memory(settings).close()
     server = _StdioServer(settings)
     server.send(
@@ -146,7 +149,20 @@ def test_a_server_killed_during_writes_loses_no_acknowledged_insight(settings: S
         answer = server.receive()
         assert not answer["result"].get("isError"), answer
         acknowledged += answer["result"]["structuredContent"]["results"]
-    server.process.send_signal(signal.SIGKILL)
+    status = request(settings, "status")
+    assert status is not None
+    os.kill(status["pid"], signal.SIGKILL)
+    answered = len(acknowledged) // 3
+    stopped = []
+    while answered < len(calls):  # every call is answered: none hangs
+        result = server.receive()["result"]
+        answered += 1
+        if result.get("isError"):
+            stopped.append(result["content"][0]["text"])
+        else:
+            acknowledged += result["structuredContent"]["results"]
+    assert stopped and all("service stopped" in text for text in stopped)
+    server.process.stdin.close()  # type: ignore[union-attr]
     server.process.wait(10)
 
     assert inspect_store(settings) is None

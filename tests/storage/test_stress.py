@@ -18,7 +18,8 @@ WRITERS, PER_WRITER = 3, 17  # 51 inserts: every server sees a compaction thresh
 
 
 def test_three_writers_and_a_reader_lose_nothing_while_compaction_runs(tmp_path: Path) -> None:
-    """3 servers x 17 records while another recalls: all stored once, compaction ran, no errors."""
+    """3 windows x 17 records while another recalls, all through the shared service: all
+    stored once, compaction ran, no errors."""
     home = tmp_path / "home"
     settings = load_settings(home, starter=True)
     lessons = distinct_lessons(WRITERS * PER_WRITER, settings)
@@ -29,7 +30,7 @@ def test_three_writers_and_a_reader_lose_nothing_while_compaction_runs(tmp_path:
 
     assert verify(settings, report, lessons) == []
     assert report.recalls_during_storm > 0 and len(report.write_ms) == len(lessons)
-    logs = "".join(Path(p).read_text() for p in report.stderr_logs)
+    logs = "".join(Path(p).read_text() for p in report.stderr_logs if Path(p).exists())
     # Rarely a write commits first and the compaction yields; either way it ran mid-storm.
     assert "compacted the table" in logs or "compaction deferred" in logs
     assert "Traceback" not in logs

@@ -3,6 +3,13 @@
 A backend answers one structured-output request at a time: a system prompt, a user message
 and a pydantic model to fill. It adds the tokens it spent to `usage` (also when it fails)
 and raises only `DistillError`s: `DistillUnavailable` when trying again later may help.
+
+    anthropic_api  the Anthropic API with an API key (pay per token)
+    claude_code    the user's Claude Code login: `claude -p`
+    codex          the user's Codex login: `codex exec`
+    sampling       the MCP client's own model, through `sampling/createMessage`
+    select         which one distils a session (`MTL_MCP_DISTILL_BACKEND`)
+    child, structured   what the command-line backends share
 """
 
 from __future__ import annotations
@@ -27,6 +34,18 @@ class Backend(Protocol):
     @property
     def model(self) -> str:
         """The model that answers (for provenance and the price estimate)."""
+        ...
+
+    @property
+    def uses_subscription(self) -> bool:
+        """Whether calls spend the user's assistant subscription rather than API credit:
+        such a backend also has its own, smaller daily budget."""
+        ...
+
+    @property
+    def extra_tokens_per_call(self) -> int:
+        """Input tokens a call costs beyond our prompts and schema (the tool's own system
+        prompt and tools), for the worst-case estimate a budget check needs."""
         ...
 
     def ask(

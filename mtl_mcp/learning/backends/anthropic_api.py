@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import DistillError, DistillUnavailable, UnusableOutput
+from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
+from mtl_mcp.learning.backends.structured import problems, unusable
 from mtl_mcp.learning.spend import Usage
-from mtl_mcp.schemas import validation_problems
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import estimate_tokens
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _THINKING_OFF_PREFIXES = ("claude-haiku-", "claude-sonnet-", "claude-opus-")
 _MODEL_SETTING = "set MTL_MCP_DISTILL_MODEL"
+_SWITCH_MODEL = f"if this keeps happening, {_MODEL_SETTING} to another model"
 
 # HTTP status -> (our error, what it means and what to do). {detail}, {model} and {where}
 # are filled in; rate limits and server errors are retried by the SDK first.
@@ -115,6 +116,8 @@ class AnthropicBackend:
     """Structured output from the Messages API (`messages.parse`)."""
 
     name = "anthropic"
+    uses_subscription = False
+    extra_tokens_per_call = 0
 
     def __init__(self, settings: Settings, client: anthropic.Anthropic | None = None) -> None:
         self._settings = settings
@@ -162,12 +165,7 @@ class AnthropicBackend:
             # The SDK validated the text itself and raised before handing back the usage:
             # count the prompt and a full answer, so the ledger never under-counts.
             usage.add(estimate_tokens(system + json.dumps(user)), max_tokens)
-            raise UnusableOutput(
-                f"the model returned unusable output at the {step} step "
-                f"({'; '.join(validation_problems(exc, 'output')[:2])}); not retried, as the "
-                "same input would most likely fail the same way: if this keeps happening, "
-                f"{_MODEL_SETTING} to another model"
-            ) from exc
+            raise unusable(step, problems(exc), _SWITCH_MODEL) from exc
         except ValueError as exc:  # the HTTP body itself was not JSON (a proxy or gateway fault)
             raise DistillUnavailable(
                 f"the Anthropic API sent a malformed response at the {step} step ({exc}); "
@@ -183,10 +181,8 @@ class AnthropicBackend:
             u.output_tokens,
         )
         if response.parsed_output is None:
-            raise UnusableOutput(
-                f"the model returned unusable output at the {step} step (no text answer, "
-                f"stop_reason={response.stop_reason}); not retried: if this keeps happening, "
-                f"{_MODEL_SETTING} to another model"
+            raise unusable(
+                step, f"no text answer, stop_reason={response.stop_reason}", _SWITCH_MODEL
             )
         return response.parsed_output
 

@@ -1,19 +1,119 @@
-"""Which backend distils: the Anthropic API when a key is configured, else none."""
+"""Which backend distils a session (`MTL_MCP_DISTILL_BACKEND`).
+
+`auto` uses the Anthropic API when a key is configured; otherwise, for `record_session`, the
+client's own model when it offers MCP sampling; otherwise the command-line tool of the
+assistant that produced the transcript (Claude Code transcripts -> `claude`, Codex
+rollouts -> `codex`; any other source tries both, Claude Code first), when it is installed,
+new enough and logged in. Otherwise nothing distils the session: the job waits in the queue
+and the `Choice` says why. A budget of 0 turns a backend off (`MTL_MCP_DAILY_TOKENS=0` all of
+them, `MTL_MCP_SUBSCRIPTION_DAILY_TOKENS=0` the ones that spend a subscription).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from mtl_mcp.config import Settings
 from mtl_mcp.learning.backends import Backend
 from mtl_mcp.learning.backends.anthropic_api import AnthropicBackend, has_api_key
+from mtl_mcp.learning.backends.child import CliStatus
+from mtl_mcp.learning.backends.claude_code import ClaudeCodeBackend, claude_status
+from mtl_mcp.learning.backends.codex import CodexBackend, codex_status
 
-NO_BACKEND = (
-    "no model to distil with: ANTHROPIC_API_KEY is not set; export it or add "
-    "anthropic_api_key to config.toml (the job stays queued and is retried)"
-)
+CLI_BACKENDS = ("claude-code", "codex")
+NO_API_KEY = "ANTHROPIC_API_KEY is not set (export it or add anthropic_api_key to config.toml)"
+_STATUS: dict[str, Callable[[Settings], CliStatus]] = {
+    "claude-code": claude_status,
+    "codex": codex_status,
+}
 
 
-def choose_backend(settings: Settings) -> Backend | None:
-    """The backend for a distillation, or None when no model can be reached."""
-    if has_api_key(settings):
-        return AnthropicBackend(settings)
+@dataclass(frozen=True)
+class Choice:
+    """The backend for a session, or None; `reason` says how it was chosen, or why none was
+    (what `mtl-mcp queue`, `doctor` and `install` show)."""
+
+    backend: Backend | None
+    reason: str
+
+
+def sampling_allowed(settings: Settings) -> bool:
+    """Whether `record_session` may distil through the client's own model (MCP sampling,
+    when the client offers it): only under `auto`, without an API key, with budgets."""
+    return (
+        settings.distill_backend == "auto"
+        and not has_api_key(settings)
+        and settings.daily_token_budget > 0
+        and settings.subscription_daily_tokens > 0
+    )
+
+
+def source_of(producer: str | None) -> str | None:
+    """The assistant behind a transcript format or an MCP client name: 'claude-code',
+    'codex' or None."""
+    name = (producer or "").lower()
+    if name.startswith("claude-code"):
+        return "claude-code"
+    if name.startswith("codex"):
+        return "codex"
     return None
+
+
+class Chooser:
+    """Chooses backends for sessions; each CLI is checked at most once per chooser (a check
+    runs the CLI three times), so make one per batch of jobs, not one per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._status: dict[str, CliStatus] = {}
+
+    def _status_of(self, cli: str) -> CliStatus:
+        if cli not in self._status:
+            self._status[cli] = _STATUS[cli](self.settings)
+        return self._status[cli]
+
+    def choose(self, source: str | None) -> Choice:
+        """The backend for a session produced by `source` (see `source_of`)."""
+        settings = self.settings
+        wanted = settings.distill_backend
+        if wanted == "off":
+            return Choice(None, "distillation is off (MTL_MCP_DISTILL_BACKEND=off)")
+        if settings.daily_token_budget == 0:
+            return Choice(None, "distillation is off (the daily budget MTL_MCP_DAILY_TOKENS is 0)")
+        if wanted == "anthropic" or (wanted == "auto" and has_api_key(settings)):
+            if not has_api_key(settings):
+                return Choice(None, f"MTL_MCP_DISTILL_BACKEND=anthropic, but {NO_API_KEY}")
+            how = "as configured" if wanted == "anthropic" else "auto: an API key is set"
+            return Choice(AnthropicBackend(settings), f"the Anthropic API ({how})")
+        if settings.subscription_daily_tokens == 0:
+            off = "the subscription backends are off (MTL_MCP_SUBSCRIPTION_DAILY_TOKENS=0)"
+            return Choice(None, f"{NO_API_KEY}, and {off}" if wanted == "auto" else off)
+        if wanted != "auto":
+            return self._cli(wanted, f"as configured (MTL_MCP_DISTILL_BACKEND={wanted})")
+        source = source_of(source)
+        candidates = [source] if source in CLI_BACKENDS else list(CLI_BACKENDS)
+        problems = []
+        for cli in candidates:
+            choice = self._cli(cli, f"auto: no API key, {_whose(source)}")
+            if choice.backend is not None:
+                return choice
+            problems.append(choice.reason)
+        return Choice(None, f"no model to distil with: {NO_API_KEY}; " + "; ".join(problems))
+
+    def _cli(self, cli: str, how: str) -> Choice:
+        status = self._status_of(cli)
+        if status.executable is None:
+            return Choice(None, status.detail)
+        backend: Backend = (
+            ClaudeCodeBackend(self.settings, status.executable)
+            if cli == "claude-code"
+            else CodexBackend(self.settings, status.executable)
+        )
+        return Choice(backend, f"your {cli} login, model {backend.model} ({how}; {status.detail})")
+
+
+def _whose(source: str | None) -> str:
+    if source is None:
+        return "a session from another client"
+    return f"a {source} session"

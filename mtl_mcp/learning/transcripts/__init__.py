@@ -3,6 +3,7 @@
     read_transcript(path)   Claude Code JSONL, Codex rollout JSONL, agent trajectory JSON,
                             or plain text/Markdown -> Transcript (a bounded list of Events)
     build_digest(t)         Transcript -> Digest: a compact, redacted text for an LLM
+    missing_conversation(p) why a file is no session worth distilling, from a bounded read
 
 Modules: events (models and bounds), lines (bounded file access and format sniffing),
 content (message blocks and tool inputs as text), readers and trajectory (one reader per
@@ -11,7 +12,7 @@ format), digest.
 
 from mtl_mcp.learning.transcripts.digest import Digest, build_digest
 from mtl_mcp.learning.transcripts.events import Event, Format, Transcript
-from mtl_mcp.learning.transcripts.lines import detect_format
+from mtl_mcp.learning.transcripts.lines import detect_format, missing_conversation
 from mtl_mcp.learning.transcripts.readers import read_transcript
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "Transcript",
     "build_digest",
     "detect_format",
+    "missing_conversation",
     "read_transcript",
 ]

@@ -156,3 +156,59 @@ def detect_format(path: Path) -> Format:
         return "trajectory"
     logger.debug("%s looks like JSON of no known transcript shape; reading it as text", path)
     return "text"
+
+
+# Enough for the opening exchange of any session; a hook reads no more than this.
+CONVERSATION_SCAN_BYTES = 1024 * 1024
+
+
+def _speaker(record: dict[str, Any]) -> object:
+    """Who speaks in a message record (Claude Code, Codex or chat JSONL); None otherwise."""
+    kind = record.get("type")
+    if kind in ("user", "assistant") and isinstance(record.get("message"), dict):
+        return kind
+    payload = record.get("payload")
+    if kind == "response_item" and isinstance(payload, dict) and payload.get("type") == "message":
+        return payload.get("role")
+    return record.get("role")
+
+
+def missing_conversation(path: Path, budget: int = CONVERSATION_SCAN_BYTES) -> str | None:
+    """Why `path` is no session worth distilling ("does not exist", "is empty", "holds no
+    conversation"), or None when it is or may be one.
+
+    Reads at most `budget` bytes. Only a JSON-lines transcript of a known shape that ends
+    within the budget without both a user and an assistant message holds no conversation;
+    anything this check cannot judge cheaply (another format, an unreadable file, more than
+    `budget` bytes) is left to the worker, which reads it in full.
+    """
+    try:
+        stream = path.open("rb")
+    except FileNotFoundError:
+        return "does not exist"
+    except IsADirectoryError:
+        return "is a directory"
+    except OSError:
+        return None  # e.g. permissions: the worker's error shows in `mtl-mcp queue`
+    speakers: set[object] = set()
+    blank = True
+    with stream:
+        while budget > 0 and (line := stream.readline(budget)):
+            budget -= len(line)
+            if not line.strip():
+                continue
+            blank = False
+            if budget <= 0:
+                return None  # this line may be cut short
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                return None  # not JSON lines
+            if not isinstance(record, dict) or _sniff_record(record, single_line=False) is None:
+                return None
+            speakers.add(_speaker(record))
+            if {"user", "assistant"} <= speakers:
+                return None
+    if budget <= 0:
+        return None  # not read to its end
+    return "is empty" if blank else "holds no conversation"

@@ -1,8 +1,9 @@
 """Edits to the JSON config files of Claude Code, Cursor and Claude Desktop.
 
-Only our own entries are touched: the `mtl-mcp` key under `mcpServers`, and hook handlers
+Only our own entries are touched: the `mtl-mcp` key under `mcpServers`, hook handlers
 whose command runs an `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` /
-`hook session-start`. Every other key keeps its value and order.
+`hook session-start`, and the permission rules a record says install added. Every other key
+keeps its value and order.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ from mtl_mcp.operations.install.files import read_text
 from mtl_mcp.operations.install.targets import SERVER_NAME, Client, FileChange, JsonDoc, Launch
 
 CLAUDE_START_MATCHER = "startup|resume|clear|compact"
+# Claude Code asks before every MCP tool call, and refuses it in `claude -p`, unless a rule
+# allows it. Install allows the read-only tools; writing and deleting stay the user's call.
+READ_ONLY_TOOLS = ("recall_insights", "list_memories")
+ALLOW_RULES = tuple(f"mcp__{SERVER_NAME}__{tool}" for tool in READ_ONLY_TOOLS)
+_RECORD_NOTE = (
+    "Written by `mtl-mcp install claude-code`: the permissions.allow rules it added to "
+    "settings.json beside this file, which `mtl-mcp uninstall claude-code` removes."
+)
 
 
 def load_json(path: Path, text: str | None) -> JsonDoc:
@@ -182,5 +191,79 @@ def del_hooks(client: Client) -> Callable[[JsonDoc, Path], None]:
                 if not hooks:
                     del doc["hooks"]
                     return
+
+    return edit
+
+
+def _strings(doc: JsonDoc, *keys: str) -> list[str]:
+    """The strings of the list at doc[keys[0]][keys[1]]..., or [] if there is none."""
+    node: Any = doc
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return [item for item in node if isinstance(item, str)] if isinstance(node, list) else []
+
+
+def allowed_rules(settings: JsonDoc) -> list[str]:
+    """The rules in a Claude Code settings file's permissions.allow."""
+    return _strings(settings, "permissions", "allow")
+
+
+def recorded_rules(record: JsonDoc) -> list[str]:
+    """The allow rules a permissions record says install added."""
+    return _strings(record, "allow")
+
+
+def owned_rules(settings: JsonDoc, record: JsonDoc) -> list[str]:
+    """The read-only rules install owns once it has run: the ones missing from the settings
+    now and the ones it added before. A rule the user wrote stays theirs."""
+    allowed, recorded = allowed_rules(settings), recorded_rules(record)
+    return [rule for rule in ALLOW_RULES if rule not in allowed or rule in recorded]
+
+
+def add_allow_rules(rules: list[str]) -> Callable[[JsonDoc, Path], None]:
+    def edit(doc: JsonDoc, path: Path) -> None:
+        allow = _child(_child(doc, "permissions", dict, path), "allow", list, path)
+        allow += [rule for rule in rules if rule not in allow]
+
+    return edit
+
+
+def del_allow_rules(rules: list[str]) -> Callable[[JsonDoc, Path], None]:
+    """Remove `rules` from permissions.allow, and the containers that leaves empty."""
+
+    def edit(doc: JsonDoc, path: Path) -> None:
+        permissions = doc.get("permissions")
+        if not (isinstance(permissions, dict) and isinstance(permissions.get("allow"), list)):
+            return
+        kept = [rule for rule in permissions["allow"] if rule not in rules]
+        if kept == permissions["allow"]:
+            return
+        if kept:
+            permissions["allow"] = kept
+            return
+        del permissions["allow"]
+        if not permissions:
+            del doc["permissions"]
+
+    return edit
+
+
+def set_record(rules: list[str]) -> Callable[[JsonDoc, Path], None]:
+    """The permissions record holding `rules`; with none, no record (the file goes)."""
+
+    def edit(doc: JsonDoc, path: Path) -> None:
+        doc.clear()
+        if rules:
+            doc |= {"note": _RECORD_NOTE, "allow": rules}
+
+    return edit
+
+
+def chain(*edits: Callable[[JsonDoc, Path], None]) -> Callable[[JsonDoc, Path], None]:
+    """One edit of a file made of several."""
+
+    def edit(doc: JsonDoc, path: Path) -> None:
+        for step in edits:
+            step(doc, path)
 
     return edit

@@ -4,13 +4,18 @@
 (before/after text, with a unified diff for dry runs); `apply` writes it. Rules:
 
 * Only our own entries are touched: the `mtl-mcp` key under `mcpServers` (JSON clients),
-  the `[mcp_servers.mtl-mcp]` tables (Codex), and hook handlers whose command runs an
-  `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` / `hook session-start`.
-  Every other key keeps its value and order. JSON is rewritten with indent=2 and a trailing
-  newline, and only when something changed semantically (a no-op keeps the file's bytes).
+  the `[mcp_servers.mtl-mcp]` tables (Codex), hook handlers whose command runs an
+  `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` / `hook session-start`,
+  and Claude Code permission rules for the read-only tools. Every other key keeps its value
+  and order. JSON is rewritten with indent=2 and a trailing newline, and only when
+  something changed semantically (a no-op keeps the file's bytes).
 * Codex's TOML is edited as text: our tables are cut out, our block is appended, the rest
   stays byte for byte. The result must parse to exactly the old settings plus our server,
   otherwise nothing is written.
+* A permission rule is a bare string, so nothing in it says who wrote it: install records
+  the rules it added in `.claude/mtl-mcp-install.json` beside the settings file, and
+  uninstall removes exactly those. A rule the user had before install is never recorded,
+  so it stays; without a record (removed by hand) uninstall removes no rule and says so.
 * A file we cannot parse (JSON or TOML) is never overwritten: `ConfigError` names it.
 * Installing is idempotent. `hooks=False` leaves any existing hooks as they are.
 * Uninstall removes only our entries and the containers that became empty because of
@@ -34,18 +39,28 @@ from mtl_mcp.errors import ConfigError
 from mtl_mcp.operations.install.codex_toml import codex_change
 from mtl_mcp.operations.install.files import backup_copy, read_text, write_atomic
 from mtl_mcp.operations.install.json_configs import (
+    ALLOW_RULES,
+    add_allow_rules,
     add_hooks,
+    allowed_rules,
+    chain,
+    del_allow_rules,
     del_hooks,
     del_server,
     json_change,
     load_json,
+    owned_rules,
+    recorded_rules,
     server_entry,
+    set_record,
     set_server,
 )
 from mtl_mcp.operations.install.targets import (
     DISTILL_HINT,
     SERVER_NAME,
     Client,
+    ConfigPaths,
+    FileChange,
     InstallScope,
     Launch,
     Plan,
@@ -83,12 +98,16 @@ def plan_install(
         )
         if scope == "project":
             notes.append("Codex reads <project>/.codex/config.toml only for trusted projects.")
+    elif client == "claude-code":
+        changes = [json_change(paths.mcp, set_server(server_entry(client, launch)))]
+        changes += _claude_settings(paths, launch if hooks else None)
+        notes.append(_PERMISSIONS_NOTE)
     else:
         changes = [json_change(paths.mcp, set_server(server_entry(client, launch)))]
         if paths.hooks is not None and hooks:
             changes.append(json_change(paths.hooks, add_hooks(client, launch)))
-        elif paths.hooks is not None:
-            notes.append(f"Session hooks were not installed; run {DISTILL_HINT} to backfill.")
+    if paths.hooks is not None and not hooks:
+        notes.append(f"Session hooks were not installed; run {DISTILL_HINT} to backfill.")
     if client == "claude-desktop":
         notes.append(
             "Claude Desktop has no session hooks: ask the assistant to call record_session, "
@@ -101,6 +120,29 @@ def plan_install(
             "Project config files are often committed: they now hold this machine's paths."
         )
     return Plan(client, scope, [c for c in changes if c is not None], notes)
+
+
+_PERMISSIONS_NOTE = (
+    "Claude Code may now call recall_insights and list_memories without asking (they only "
+    "read); record_session, rate_insight and forget_insight change your memory, so it still "
+    "asks before each: allow them with /permissions if you want."
+)
+
+
+def _claude_settings(paths: ConfigPaths, hooks_launch: Launch | None) -> list[FileChange | None]:
+    """settings.json gains the allow rules (and, given a launch, the hooks); the record
+    beside it lists the rules install owns."""
+    assert paths.hooks is not None and paths.permissions_record is not None
+    settings = load_json(paths.hooks, read_text(paths.hooks))
+    record = load_json(paths.permissions_record, read_text(paths.permissions_record))
+    owned = owned_rules(settings, record)
+    edits = [add_allow_rules(list(ALLOW_RULES))]
+    if hooks_launch is not None:
+        edits.insert(0, add_hooks("claude-code", hooks_launch))
+    return [
+        json_change(paths.hooks, chain(*edits)),
+        json_change(paths.permissions_record, set_record(owned)),
+    ]
 
 
 def _local_scope_note(claude_json: Path, project_dir: Path) -> list[str]:
@@ -131,13 +173,37 @@ def plan_uninstall(
     paths = config_paths(
         client, scope, user_home=user_home, project_dir=project_dir, platform=platform
     )
+    notes = [_RESTART[client]]
     if client == "codex":
         changes = [codex_change(paths.mcp, None)]
+    elif client == "claude-code":
+        changes = [json_change(paths.mcp, del_server)]
+        changes += _claude_settings_removal(paths, notes)
     else:
         changes = [json_change(paths.mcp, del_server)]
         if paths.hooks is not None:
             changes.append(json_change(paths.hooks, del_hooks(client)))
-    return Plan(client, scope, [c for c in changes if c is not None], [_RESTART[client]])
+    return Plan(client, scope, [c for c in changes if c is not None], notes)
+
+
+def _claude_settings_removal(paths: ConfigPaths, notes: list[str]) -> list[FileChange | None]:
+    """settings.json loses our hooks and the allow rules the record lists; the record goes.
+    A read-only rule that stays (the user's own, or unrecorded) is pointed out in `notes`."""
+    assert paths.hooks is not None and paths.permissions_record is not None
+    record = load_json(paths.permissions_record, read_text(paths.permissions_record))
+    added = recorded_rules(record)
+    settings = load_json(paths.hooks, read_text(paths.hooks))
+    if kept := [
+        rule for rule in allowed_rules(settings) if rule in ALLOW_RULES and rule not in added
+    ]:
+        notes.append(
+            f"Kept {', '.join(kept)} in {paths.hooks}: install did not record adding them. "
+            "Remove them with /permissions if you no longer want them."
+        )
+    return [
+        json_change(paths.hooks, chain(del_hooks("claude-code"), del_allow_rules(added))),
+        json_change(paths.permissions_record, set_record([])),
+    ]
 
 
 def apply(plan: Plan) -> list[Path]:

@@ -91,6 +91,8 @@ class Plan:
 class ConfigPaths:
     mcp: Path  # where the MCP server is registered
     hooks: Path | None  # where session hooks go; None when the client has none
+    # Claude Code: which of settings.json's permission rules install added (see plans)
+    permissions_record: Path | None = None
 
 
 def config_paths(
@@ -109,7 +111,8 @@ def config_paths(
     user = scope == "user"
     if client == "claude-code":
         mcp = user_home / ".claude.json" if user else project_dir / ".mcp.json"
-        return ConfigPaths(mcp, (user_home if user else project_dir) / ".claude" / "settings.json")
+        claude = (user_home if user else project_dir) / ".claude"
+        return ConfigPaths(mcp, claude / "settings.json", claude / "mtl-mcp-install.json")
     if client == "cursor":
         base = (user_home if user else project_dir) / ".cursor"
         return ConfigPaths(base / "mcp.json", base / "hooks.json")

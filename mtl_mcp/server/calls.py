@@ -1,0 +1,160 @@
+"""Library calls over the service socket, for the CLI and the hooks: the same `Memory`
+methods, without loading the model, the store or the MCP SDK in the calling process.
+
+The service answers `{"ok": true, "result": ...}` or `{"ok": false, "error": {"type": ...,
+"message": ...}}`; `ServiceMemory` turns those back into models and our own errors.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mtl_mcp import errors
+from mtl_mcp.config import Settings
+from mtl_mcp.errors import MtlError
+from mtl_mcp.operations.service import request
+from mtl_mcp.schemas import Insight, Provenance, RecallHit, RecordResult
+
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
+    from mtl_mcp.server.app import MemoryKeeper
+
+
+def _recall(memory: Memory, params: dict[str, Any]) -> Any:
+    return [hit.model_dump(mode="json") for hit in memory.recall(**params)]
+
+
+def _list(memory: Memory, params: dict[str, Any]) -> Any:
+    items, total = memory.list(**params)
+    return [[item.model_dump(mode="json") for item in items], total]
+
+
+def _get(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.get(params["insight"]).model_dump(mode="json")
+
+
+def _stats(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.stats()
+
+
+def _team_notice(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.team_notice()
+
+
+def _record(memory: Memory, params: dict[str, Any]) -> Any:
+    provenance = Provenance.model_validate(params["provenance"])
+    results = memory.record(params["drafts"], provenance, params.get("project_name"))
+    return [result.model_dump(mode="json") for result in results]
+
+
+def _rate(memory: Memory, params: dict[str, Any]) -> Any:
+    insight = memory.rate(params["insight"], params["helpful"], params.get("note"))
+    return insight.model_dump(mode="json")
+
+
+def _forget(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.forget(params["insight"]).model_dump(mode="json")
+
+
+# method -> what the service does with its memory and the call's params (JSON in, JSON out).
+_METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
+    "recall": _recall,
+    "list": _list,
+    "get": _get,
+    "stats": _stats,
+    "team_notice": _team_notice,
+    "record": _record,
+    "rate": _rate,
+    "forget": _forget,
+}
+
+
+async def answer_call(keeper: MemoryKeeper, method: Any, params: Any) -> dict[str, Any]:
+    """Run one library call against the service's memory."""
+    if method not in _METHODS or not isinstance(params, dict):
+        return {"ok": False, "error": {"type": "InputError", "message": f"no call {method!r}"}}
+    work = _METHODS[method]
+    try:
+        result = await anyio.to_thread.run_sync(lambda: work(keeper.get(), params))
+    except MtlError as exc:
+        return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
+    return {"ok": True, "result": result}
+
+
+class ServiceMemory:
+    """The queries and small writes of `Memory`, answered by the running service."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @classmethod
+    def running(cls, settings: Settings) -> ServiceMemory | None:
+        """A handle on the service if one runs now (this never starts one)."""
+        reply = request(settings, "status", timeout=2.0)
+        return cls(settings) if reply and reply.get("ok") else None
+
+    def _call(self, method: str, **params: Any) -> Any:
+        reply = request(self.settings, "call", method=method, params=params)
+        if reply is None:
+            raise MtlError("the mtl-mcp service stopped while answering: run the command again")
+        if not reply.get("ok"):
+            error = reply.get("error") or {}
+            kind = getattr(errors, str(error.get("type")), MtlError)
+            raise (kind if isinstance(kind, type) and issubclass(kind, MtlError) else MtlError)(
+                str(error.get("message", "the service failed"))
+            )
+        return reply["result"]
+
+    def recall(
+        self,
+        plan: str,
+        k: int = 3,
+        scope: str = "all",
+        project: str | None = None,
+        domains: Sequence[str] | None = None,
+    ) -> list[RecallHit]:
+        hits = self._call(
+            "recall", plan=plan, k=k, scope=scope, project=project, domains=list(domains or [])
+        )
+        return [RecallHit.model_validate(h) for h in hits]
+
+    def list(self, **filters: Any) -> tuple[list[Insight], int]:
+        items, total = self._call("list", **filters)
+        return [Insight.model_validate(i) for i in items], int(total)
+
+    def get(self, insight: str) -> Insight:
+        return Insight.model_validate(self._call("get", insight=insight))
+
+    def stats(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("stats")
+        return result
+
+    def team_notice(self) -> str | None:
+        notice: str | None = self._call("team_notice")
+        return notice
+
+    def record(
+        self,
+        drafts: Sequence[dict[str, Any]],
+        provenance: Provenance,
+        project_name: str | None = None,
+    ) -> builtins.list[RecordResult]:
+        results = self._call(
+            "record",
+            drafts=list(drafts),
+            provenance=provenance.model_dump(mode="json"),
+            project_name=project_name,
+        )
+        return [RecordResult.model_validate(r) for r in results]
+
+    def rate(self, insight: str, helpful: bool, note: str | None = None) -> Insight:
+        return Insight.model_validate(
+            self._call("rate", insight=insight, helpful=helpful, note=note)
+        )
+
+    def forget(self, insight: str) -> Insight:
+        return Insight.model_validate(self._call("forget", insight=insight))

@@ -1,0 +1,278 @@
+"""mtl-mcp inside the real Claude Code CLI (npm, pinned), scripted by a fake Messages API.
+
+Each test is a new user: a throwaway HOME, a fresh data directory, `claude -p` sessions
+against `FakeAnthropic` on 127.0.0.1. The fake plays the model: it loads our tool through
+ToolSearch (Claude Code defers MCP tools), calls it, and answers; later it plays the
+distillation API for the SessionEnd worker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mtl_mcp import Memory
+from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.learning.proposals import DistilledInsights, Judgement
+from mtl_mcp.learning.spool import Spool
+from mtl_mcp.operations.context import INVITATION
+from mtl_mcp.text.render import RECALL_HEADER
+from mtl_mcp.text.starter import starter_drafts
+from tests.claude_code import ClaudeCode
+from tests.fake_anthropic import FakeAnthropic, RecordedRequest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent.parent
+RECALL = "mcp__mtl-mcp__recall_insights"
+PLUGIN_RECALL = "mcp__plugin_mtl-mcp_mtl-mcp__recall_insights"
+PLAN = (
+    "First I will reproduce the failing test on its own to see the real error. Then I will "
+    "read the code it exercises and make the smallest fix. Finally I will rerun the whole "
+    "suite before saying it is done."
+)
+LESSON = {
+    "title": "Search the memory before planning a fix",
+    "description": "When starting a bug fix in an unfamiliar project.",
+    "content": "Recall lessons for the plan before editing; earlier sessions often name the "
+    "check that proves the fix, which saves a wrong first attempt.",
+    "polarity": "success",
+    "category": "workflow-discipline",
+    "domain": "repo-bugfix",
+    "languages": [],
+    "tags": ["memory"],
+}
+STARTER_TITLES = [draft.title for draft in starter_drafts()]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Settings:
+    return load_settings(tmp_path / "mtl-home", starter=True)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll the effect of a detached process (there is no event to wait on)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def calls_of(request: RecordedRequest, tool: str) -> list[str]:
+    """The ids of the model's calls of `tool` so far in the conversation."""
+    return [
+        block["id"]
+        for message in request.body["messages"]
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("name") == tool
+    ]
+
+
+def agent_calls(tool: str, arguments: dict[str, Any], fake: FakeAnthropic) -> None:
+    """Script the model: load `tool` through ToolSearch (again while its server is still
+    connecting, up to 5 searches), call it once, then answer in text."""
+
+    def turn(request: RecordedRequest) -> dict[str, Any] | None:
+        if calls_of(request, tool) or len(calls_of(request, "ToolSearch")) >= 5:
+            return None  # the next scripted reply answers
+        if tool in request.tool_names:
+            return fake.tool_use(tool, arguments)
+        return fake.tool_use("ToolSearch", {"query": f"select:{tool}"})
+
+    fake.reply_while(turn)
+    fake.reply_text("I reproduced the failure, fixed it and the suite passes.")
+
+
+def tool_result_of(request: RecordedRequest, tool_use_id: str) -> dict[str, Any]:
+    [result] = [r for r in request.tool_results() if r["tool_use_id"] == tool_use_id]
+    return result
+
+
+def loaded_by_tool_search(request: RecordedRequest, tool: str) -> bool:
+    """Whether a ToolSearch result in the conversation handed the model `tool`."""
+    reference = {"type": "tool_reference", "tool_name": tool}
+    return any(
+        isinstance(result["content"], list) and reference in result["content"]
+        for result in request.tool_results()
+    )
+
+
+def result_text(result: dict[str, Any]) -> str:
+    """What the model read: Claude Code sends a string, or text blocks."""
+    content = result["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content)
+
+
+def assert_framed_starter_notes(text: str) -> None:
+    """Recall's structured content, as Claude Code shows it: framed notes, starter titles."""
+    shown = json.loads(text)
+    assert list(shown) == ["notes", "results"]
+    notes = shown["notes"]
+    assert notes.startswith(RECALL_HEADER)
+    assert sum(f". {title} [" in notes for title in STARTER_TITLES) == len(shown["results"]) == 3
+    for n, block in enumerate(notes.split("\n\n")[1:], 1):  # title, When, Lesson: a line each
+        lines = block.split("\n")
+        assert [line.split()[0] for line in lines] == [f"{n}.", "When:", "Lesson:"]
+
+
+def run_mtl(settings: Settings, claude: ClaudeCode, *args: str) -> subprocess.CompletedProcess[str]:
+    """`mtl-mcp ARGS` as the user runs it in a shell, beside their Claude Code."""
+    env = {
+        **claude.environment(),
+        "MTL_MCP_HOME": str(settings.home),
+        "MTL_MCP_STARTER": "1",
+    }
+    mtl = Path(sys.executable).parent / "mtl-mcp"
+    return subprocess.run(
+        [str(mtl), *args], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+
+
+def test_one_session_after_install_uses_and_grows_the_memory(
+    tmp_path: Path, fake: FakeAnthropic, data: Settings
+) -> None:
+    """After `mtl-mcp install claude-code` and in ONE `claude -p` session, without
+    --allowedTools: the session-start context reaches the model, recall_insights loads
+    through ToolSearch, is allowed, and its framed notes reach the model; the SessionEnd
+    worker distils the session; `claude mcp list` then leaves no job in the queue."""
+    claude = ClaudeCode.install(tmp_path, fake)
+    installed = run_mtl(data, claude, "install", "claude-code")
+    assert "without asking" in installed.stderr
+    agent_calls(RECALL, {"plan": PLAN}, fake)
+    fake.reply_json(Judgement(outcome="success", reason="the suite passes"))  # the worker's
+    fake.reply_json(DistilledInsights.model_validate({"insights": [LESSON]}))
+
+    project = tmp_path / "project"
+    done = claude.run(["-p", "Fix the failing date test.", "--output-format", "json"], cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["permission_denials"] == []
+
+    first = fake.message_requests[0]
+    assert f"SessionStart:startup hook success: {INVITATION}" in first.messages_text
+    assert RECALL_HEADER in first.messages_text
+    assert sum(f"- {title}: " in first.messages_text for title in STARTER_TITLES) == 4
+
+    session = [r for r in fake.message_requests if r.body.get("stream")]  # not the worker's
+    assert RECALL not in session[0].tool_names  # deferred: it has to be loaded
+    assert loaded_by_tool_search(session[-1], RECALL)
+    [recall_id] = calls_of(session[-1], RECALL)
+    result = tool_result_of(session[-1], recall_id)
+    assert not result.get("is_error"), result  # allowed: no permission prompt, no refusal
+    assert_framed_starter_notes(result_text(result))
+
+    spool = Spool(data)
+    wait_for(
+        lambda: spool.done_log.exists() and not any(spool.pending.glob("*.json")),
+        "the SessionEnd worker",
+    )
+    memory = Memory(data)
+    try:
+        [learned] = memory.list(query=LESSON["title"], limit=1)[0]
+    finally:
+        memory.close()
+    assert learned.title == LESSON["title"]
+    assert learned.session_id == json.loads(done.stdout)["session_id"]  # from this session
+    assert fake.pending == 0  # the judge and the distiller were asked, nothing else
+
+    listed = claude.run(["mcp", "list"], cwd=project)
+    assert "mtl-mcp" in listed.stdout and "Connected" in listed.stdout, listed.stdout
+    assert json.loads(run_mtl(data, claude, "queue", "--json").stdout) == []
+    hook_log = (data.home / "logs" / "hooks.log").read_text()
+    assert "dropped: its transcript does not exist" in hook_log
+
+
+# ------------------------------------------------------------------ the plugin
+
+
+def validated(claude: ClaudeCode, folder: Path) -> dict[str, Any]:
+    done = claude.run(["plugin", "validate", "--strict", "--json", str(folder)], cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["success"] is True and report["manifest"]["errors"] == [], report
+    return report
+
+
+def test_the_marketplace_and_the_plugin_pass_strict_validation(
+    tmp_path: Path, fake: FakeAnthropic
+) -> None:
+    """`claude plugin validate --strict` accepts both manifests; the plugin provides the
+    server, both session hooks and /mtl-mcp:recall."""
+    claude = ClaudeCode.install(tmp_path, fake)
+    validated(claude, REPO)
+    provides = validated(claude, REPO / "plugins" / "mtl-mcp")["provides"]
+    assert [(s["name"], s["target"], s["args"]) for s in provides["mcpServers"]] == [
+        ("mtl-mcp", "mtl-mcp", ["serve"])
+    ]
+    assert sorted((h["event"], h["command"]) for h in provides["hooks"]) == [
+        ("SessionEnd", "mtl-mcp hook session-end"),
+        ("SessionStart", "mtl-mcp hook session-start"),
+    ]
+    assert provides["commands"] == ["mtl-mcp:recall"]
+
+
+def test_the_plugin_hooks_are_the_ones_install_writes(tmp_path: Path) -> None:
+    """Same events, matchers and timeouts; the plugin runs `mtl-mcp` from the PATH."""
+    from mtl_mcp.operations.install.plans import apply, plan_install
+    from mtl_mcp.operations.install.targets import Launch
+
+    home = tmp_path / "home"
+    apply(plan_install("claude-code", "user", Launch("mtl-mcp"), user_home=home, project_dir=home))
+    installed = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    plugin = json.loads((REPO / "plugins/mtl-mcp/hooks/hooks.json").read_text())["hooks"]
+    assert plugin == installed
+
+
+def test_the_plugin_version_is_the_package_version() -> None:
+    from mtl_mcp import __version__
+
+    manifest = json.loads((REPO / "plugins/mtl-mcp/.claude-plugin/plugin.json").read_text())
+    market = json.loads((REPO / ".claude-plugin/marketplace.json").read_text())
+    assert manifest["version"] == market["plugins"][0]["version"] == __version__
+
+
+def test_the_plugin_installs_offline_and_its_recall_command_runs(
+    tmp_path: Path, fake: FakeAnthropic, data: Settings
+) -> None:
+    """marketplace add + install from this repository, then `/mtl-mcp:recall` in `claude -p`:
+    the plugin's context, its tool (allowed by the command) and its SessionEnd hook work."""
+    # The data directory through the environment, as a plugin user would set it; a spent
+    # daily budget keeps the SessionEnd worker from calling the API.
+    env = {"MTL_MCP_HOME": str(data.home), "MTL_MCP_STARTER": "1", "MTL_MCP_DAILY_TOKENS": "1"}
+    claude = ClaudeCode.install(tmp_path, fake, **env)
+    project = tmp_path / "project"
+    for step in (["marketplace", "add", str(REPO)], ["install", "mtl-mcp@mtl-mcp"]):
+        done = claude.run(["plugin", *step], cwd=project)
+        assert done.returncode == 0 and "Successfully" in done.stdout, done.stdout + done.stderr
+    assert claude.settings()["enabledPlugins"] == {"mtl-mcp@mtl-mcp": True}
+    agent_calls(PLUGIN_RECALL, {"plan": PLAN}, fake)
+
+    done = claude.run(["-p", "/mtl-mcp:recall fix the flaky date test"], cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    session = fake.message_requests
+    assert "<command-name>/mtl-mcp:recall</command-name>" in session[0].user_text
+    assert f"SessionStart:startup hook success: {INVITATION}" in session[0].messages_text
+    assert loaded_by_tool_search(session[-1], PLUGIN_RECALL)
+    [call] = calls_of(session[-1], PLUGIN_RECALL)
+    result = tool_result_of(session[-1], call)
+    assert not result.get("is_error"), result
+    assert_framed_starter_notes(result_text(result))
+    [(_, job)] = list(Spool(data).jobs())  # queued by the plugin's SessionEnd hook
+    assert job.client == "claude-code" and Path(job.transcript_path).is_file()

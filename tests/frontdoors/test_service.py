@@ -1,0 +1,365 @@
+"""The shared service, with real processes and sockets: windows are `mtl-mcp serve` relays
+driven by the real MCP client over stdio, or by hand over raw JSON-RPC."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+from mcp import StdioServerParameters
+from mcp.client import Client
+
+from mtl_mcp import Memory
+from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.operations.service import (
+    Rendezvous,
+    ensure_service,
+    hello,
+    is_running,
+    request,
+    stop_service,
+)
+from tests.conftest import lesson, services_under
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+
+PLAN = "Reproduce the failing test first. Then fix the cause. Then rerun the whole suite."
+LESSON = lesson(
+    "Pin the clock in date-dependent tests",
+    "Tests that read the current time fail at midnight; inject a fixed clock instead.",
+)
+NEAR_COPY = lesson(
+    "Pin the clock in tests that depend on dates",
+    "Tests that read the current time fail at midnight; inject a fixed clock instead.",
+)
+
+
+def window_env(home: Path, **extra: str) -> dict[str, str]:
+    return {
+        "MTL_MCP_HOME": str(home),
+        "PATH": os.environ["PATH"],
+        "MTL_MCP_STARTER": os.environ.get("MTL_MCP_STARTER", "1"),
+        "MTL_MCP_SERVICE_IDLE_SECONDS": "30",
+        **extra,
+    }
+
+
+def window(home: Path, **extra: str) -> StdioServerParameters:
+    """A client window's server: `mtl-mcp serve`, as an installer registers it."""
+    command = str(Path(sys.executable).with_name("mtl-mcp"))
+    return StdioServerParameters(command=command, args=["serve"], env=window_env(home, **extra))
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+class RawWindow:
+    """A relay driven by hand, to control exactly what is in flight."""
+
+    def __init__(self, home: Path) -> None:
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("mtl-mcp")), "serve"],
+            env=window_env(home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any], notify: bool = False) -> int:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        stdin: IO[bytes] = self.process.stdin  # type: ignore[assignment]
+        stdin.write(json.dumps(message).encode() + b"\n")
+        stdin.flush()
+        return self.next_id
+
+    def receive(self) -> dict[str, Any]:
+        stdout: IO[bytes] = self.process.stdout  # type: ignore[assignment]
+        while True:
+            line = stdout.readline()
+            assert line, "the window closed its stdout"
+            message: dict[str, Any] = json.loads(line)
+            if "id" in message:
+                return message
+
+    def handshake(self) -> None:
+        self.send(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-window", "version": "1"},
+            },
+        )
+        assert "result" in self.receive()
+        self.send("notifications/initialized", {}, notify=True)
+
+    def recall(self) -> dict[str, Any]:
+        self.send("tools/call", {"name": "recall_insights", "arguments": {"plan": PLAN}})
+        result: dict[str, Any] = self.receive()["result"]
+        return result
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.process.wait(10)
+
+
+async def recall_ids(client: Client) -> list[str]:
+    result = await client.call_tool("recall_insights", {"plan": PLAN})
+    assert not result.is_error, result.content
+    return [hit["id"] for hit in result.structured_content["results"]]
+
+
+def service_pid(settings: Settings) -> int:
+    status = request(settings, "status")
+    assert status is not None, "no service answers"
+    return int(status["pid"])
+
+
+async def test_ten_windows_started_at_once_make_one_service(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Ten relays started at the same moment all work, through exactly one service."""
+    [stored] = Memory(settings).record([LESSON])
+    found: list[list[str]] = []
+
+    async def one_window() -> None:
+        async with Client(window(settings.home), read_timeout_seconds=120) as client:
+            found.append(await recall_ids(client))
+
+    async with anyio.create_task_group() as windows:
+        for _ in range(10):
+            windows.start_soon(one_window)
+    assert found == [[stored.id]] * 10
+    assert len(services_under(tmp_path)) == 1
+    assert stop_service(settings)
+    assert services_under(tmp_path) == []
+
+
+async def test_a_window_survives_a_killed_service(settings: Settings, tmp_path: Path) -> None:
+    """kill -9 of the service between calls: each open window's next call succeeds, through
+    a new service, on the same MCP session (the relay replays the handshake)."""
+    [stored] = Memory(settings).record([LESSON])
+    async with (
+        Client(window(settings.home), read_timeout_seconds=120) as first,
+        Client(window(settings.home), read_timeout_seconds=120) as second,
+    ):
+        assert await recall_ids(first) == [stored.id]
+        killed = service_pid(settings)
+        os.kill(killed, signal.SIGKILL)
+        wait_for(lambda: not is_running(settings))
+        assert await recall_ids(first) == [stored.id]
+        assert await recall_ids(second) == [stored.id]
+        assert service_pid(settings) != killed
+    assert len(services_under(tmp_path)) == 1
+
+
+def test_a_call_in_flight_when_the_service_dies_gets_a_tool_error(settings: Settings) -> None:
+    """A call the service never answers (it is stopped, then killed) is answered by the relay
+    with a clear tool error at once; the next call works."""
+    [stored] = Memory(settings).record([LESSON])
+    raw = RawWindow(settings.home)
+    try:
+        raw.handshake()
+        assert not raw.recall().get("isError")
+        pid = service_pid(settings)
+        os.kill(pid, signal.SIGSTOP)  # it accepts nothing more: the next call stays in flight
+        raw.send("tools/call", {"name": "recall_insights", "arguments": {"plan": PLAN}})
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        answer = raw.receive()["result"]
+        assert answer["isError"] and "service stopped" in answer["content"][0]["text"]
+        again = raw.recall()
+        assert not again.get("isError")
+        assert again["structuredContent"]["results"][0]["id"] == stored.id
+    finally:
+        raw.close()
+
+
+def test_an_idle_service_exits_and_leaves_no_process(tmp_path: Path) -> None:
+    """Windows come and go; once none is left, the service exits after its idle time and
+    no process of ours remains."""
+    home = tmp_path / "home"
+    env = window_env(home, MTL_MCP_SERVICE_IDLE_SECONDS="2")
+    for _ in range(3):
+        relay = subprocess.run(
+            [str(Path(sys.executable).with_name("mtl-mcp")), "serve"],
+            input=b"",
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        assert relay.returncode == 0 and relay.stdout == b""
+    assert len(services_under(tmp_path)) == 1
+    wait_for(lambda: services_under(tmp_path) == [], timeout=30)
+    assert not Rendezvous(home / "run").socket_path.exists()
+
+
+async def test_a_stale_socket_is_replaced(settings: Settings, tmp_path: Path) -> None:
+    """A socket file left by a crashed service (nothing listening) does not stop a window."""
+    run = Rendezvous.of(settings)
+    run.run_dir.mkdir(parents=True, mode=0o700)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(run.socket_path))
+    stale.close()  # bound, never listening: connecting is refused
+    async with Client(window(settings.home), read_timeout_seconds=120) as client:
+        assert (await client.list_tools()).tools
+    assert len(services_under(tmp_path)) == 1
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not SYSTEM_PYTHON.exists(),
+    reason="needs root and a system python to run a client as another user",
+)
+def test_another_user_is_refused() -> None:
+    """Even with the folder and socket opened up, a peer with another uid gets no answer."""
+    # Outside pytest's own 0700 folder, so that another user can reach the socket at all.
+    home = Path(tempfile.mkdtemp(prefix="mtl-uid-", dir="/tmp")) / "home"
+    settings = load_settings(home)
+    try:
+        sock, _ = ensure_service(settings, "status")
+        sock.close()
+        run = Rendezvous.of(settings)
+        for opened in (home.parent, home, run.run_dir):
+            os.chmod(opened, 0o755)
+        os.chmod(run.socket_path, 0o777)
+        nobody = pwd.getpwnam("nobody")
+        probe = (
+            "import socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            f"s.connect({str(run.socket_path)!r})\n"
+            "s.settimeout(10)\n"
+            "try:\n"
+            f"    s.sendall({hello('status')!r})\n"
+            "    sys.stdout.write(repr(s.recv(1000)))\n"
+            "except (BrokenPipeError, ConnectionResetError):\n"
+            "    sys.stdout.write('refused')\n"
+        )
+        seen = subprocess.run(
+            [str(SYSTEM_PYTHON), "-c", probe],
+            user=nobody.pw_uid,
+            group=nobody.pw_gid,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd="/",
+        )
+        assert seen.returncode == 0, seen.stderr
+        assert seen.stdout in ("b''", "refused")  # closed without a word
+        assert request(settings, "status") is not None  # its owner is still served
+    finally:
+        stop_service(settings)
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def test_without_the_service_a_window_serves_in_process(settings: Settings) -> None:
+    """MTL_MCP_SERVICE=off, or a data dir where the service cannot start: the window serves
+    in-process and says so once on stderr."""
+    for extra, home in (
+        ({"MTL_MCP_SERVICE": "off"}, settings.home),
+        ({}, _home_without_a_run_dir(settings.home.parent / "no-run")),
+    ):
+        relay = subprocess.run(
+            [str(Path(sys.executable).with_name("mtl-mcp")), "serve"],
+            input=b"",
+            env=window_env(home, **extra),
+            capture_output=True,
+            timeout=120,
+        )
+        assert relay.returncode == 0, relay.stderr
+        assert relay.stderr.decode().count("serving this window in-process") == 1
+        assert not is_running(load_settings(home))
+
+
+def _home_without_a_run_dir(home: Path) -> Path:
+    """A data dir where the service cannot make its run directory (a file is in the way:
+    what a read-only data dir does for a non-root user; tests may run as root)."""
+    home.mkdir(mode=0o700)
+    (home / "run").write_text("not a directory")
+    return home
+
+
+async def test_near_duplicates_from_two_windows_at_once_make_one_insight(
+    settings: Settings,
+) -> None:
+    """Two windows record near-identical lessons at the same instant: one is stored, the
+    other merges into it (the service is the only writer)."""
+    results: list[str] = []
+
+    async def record(item: dict[str, object]) -> None:
+        async with Client(window(settings.home), read_timeout_seconds=120) as client:
+            answer = await client.call_tool("record_session", {"summary": "s", "insights": [item]})
+            results.append(answer.structured_content["results"][0]["status"])
+
+    async with anyio.create_task_group() as windows:
+        windows.start_soon(record, LESSON)
+        windows.start_soon(record, NEAR_COPY)
+    assert sorted(results) == ["merged", "stored"]
+    stop_service(settings)
+    assert len(list(Memory(settings).export())) == 1
+
+
+def test_a_newer_window_retires_an_older_service(settings: Settings, tmp_path: Path) -> None:
+    """A service older than a window steps aside: the window gets a new service, while the
+    old one keeps serving its own window until that window closes, then exits."""
+    Memory(settings).record([LESSON])
+    old = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import mtl_mcp.version; mtl_mcp.version.__version__ = '0.1.9'\n"
+            "from mtl_mcp.__main__ import main; main()",
+            "service",
+            "--home",
+            str(settings.home),
+        ],
+        env=window_env(settings.home),
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(lambda: request(settings, "status") is not None)
+    assert request(settings, "status")["version"] == "0.1.9"  # type: ignore[index]
+    old_window = _old_window(settings)  # an MCP session the old service keeps serving
+    raw = RawWindow(settings.home)
+    try:
+        raw.handshake()
+        assert not raw.recall().get("isError")
+        assert request(settings, "status")["version"] != "0.1.9"  # type: ignore[index]
+        assert old.poll() is None, "the old service left its window behind"
+    finally:
+        raw.close()
+    old_window.close()
+    old.wait(30)
+    assert len(services_under(tmp_path)) == 1
+
+
+def _old_window(settings: Settings) -> socket.socket:
+    """A window of the old version, connected to the old service."""
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(str(Rendezvous.of(settings).socket_path))
+    sock.sendall(json.dumps({"mtl-mcp": "0.1.9", "kind": "mcp", "window": {}}).encode() + b"\n")
+    assert json.loads(sock.makefile().readline())["ok"]
+    return sock
