@@ -36,14 +36,13 @@ from mtl_mcp.errors import (
     NotFoundError,
     Retryable,
     StoreError,
-    StoreUnavailable,
 )
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
 from mtl_mcp.memory import ingest, queries, sharing
 from mtl_mcp.memory.jsonl import read_import
-from mtl_mcp.memory.team import PROBE_WAIT, TeamPool, stats_of
+from mtl_mcp.memory.team import TeamPool, stats_of
 from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import (
     CATEGORIES,
@@ -528,73 +527,17 @@ class Memory:
         ids = list(dict.fromkeys(ids))
         if not dry_run:
             ids += [i for i in team.outbox.pending() if i not in ids]
-        snapshot = self._snapshot()
-        results: dict[str, ShareResult] = {}
-        ready: list[tuple[Insight, Vector, float]] = []
-        for insight_id in ids:
-            position = snapshot.positions.get(insight_id)
-            if position is None:
-                results[insight_id] = ShareResult(
-                    id=insight_id,
-                    status="rejected",
-                    reasons=["no insight in your memory has this id (see `mtl-mcp list`)"],
-                )
-                continue
-            insight = Insight.model_validate(snapshot.records([position])[0])
-            report = sharing.screen(insight)
-            reasons = report.errors + (policy.refusals(insight, report.score) if policy else [])
-            results[insight_id] = ShareResult(
-                id=insight_id,
-                title=insight.title,
-                status="rejected" if reasons else "would-share",
-                reasons=reasons,
-                warnings=report.warnings,
-            )
-            if not reasons:
-                ready.append((insight, snapshot.vectors[position], report.score))
+        results, ready = sharing.screen_ids(self._snapshot(), ids, policy)
         if not dry_run:
-            self._publish(team, ready, results)
+            team.deliver(ready, results, self._model_name, self.settings.dedup_threshold)
         return list(results.values())
-
-    def _publish(
-        self,
-        team: TeamPool,
-        ready: builtins.list[tuple[Insight, Vector, float]],
-        results: dict[str, ShareResult],
-    ) -> None:
-        """Publish screened insights, or queue them when the pool cannot take them now."""
-        try:
-            if ready and not team.tier.probe(PROBE_WAIT):
-                status = team.tier.status()
-                raise StoreUnavailable(
-                    f"the team pool did not answer within {PROBE_WAIT:.0f} s"
-                    + (f" ({status.error})" if status.error else "")
-                )
-            published = team.publish(ready, self._model_name, self.settings.dedup_threshold)
-        except Retryable as exc:
-            team.outbox.add([insight.id for insight, _, _ in ready])
-            for insight, _, _ in ready:
-                results[insight.id].status = "queued"
-                results[insight.id].reasons = [f"waiting in the outbox: {exc}"]
-            return
-        for result in published:
-            results[result.id] = result.model_copy(update={"warnings": results[result.id].warnings})
-        for result in results.values():  # decided for good: nothing left to retry
-            team.outbox.remove(result.id)
 
     def share_candidates(self, policy: sharing.SharePolicy) -> builtins.list[str]:
         """Ids of the active insights `policy` would share that the pool lacks from you."""
         team = self._team()
-        snapshot = self._snapshot()
         pool = team.snapshot()
         shared = team.shared_in(pool) if pool is not None else set()
-        chosen = []
-        for record in snapshot.records([int(n) for n in np.flatnonzero(snapshot.active)]):
-            insight = Insight.model_validate(record)
-            if insight.id in shared or policy.refusals(insight, insight.abstraction_score):
-                continue
-            chosen.append(insight.id)
-        return chosen
+        return sharing.candidates(self._snapshot(), shared, policy)
 
     def purge_shared(self, ids: Collection[str]) -> tuple[int, int]:
         """Purge from the team pool the insights among `ids` that you shared: the rows and

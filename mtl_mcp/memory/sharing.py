@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.schemas import Insight, InsightDraft
+from mtl_mcp.schemas import Insight, InsightDraft, ShareResult
 from mtl_mcp.storage.schema import SHARED_BY
+from mtl_mcp.storage.snapshot import Snapshot
 from mtl_mcp.text.lint import LintReport, lint
+
+# An insight cleared to share: the insight, its vector, its abstraction score (second pass).
+Ready = tuple[Insight, Vector, float]
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,45 @@ def screen(insight: Insight) -> LintReport:
         warnings=list(dict.fromkeys(w for r in reports for w in r.warnings)),
         score=min(r.score for r in reports),
     )
+
+
+def screen_ids(
+    snapshot: Snapshot, ids: Sequence[str], policy: SharePolicy | None
+) -> tuple[dict[str, ShareResult], list[Ready]]:
+    """A result per id (`would-share` or `rejected` with the reasons), and the insights
+    cleared to share, from your memory's snapshot."""
+    results: dict[str, ShareResult] = {}
+    ready: list[Ready] = []
+    for insight_id in ids:
+        position = snapshot.positions.get(insight_id)
+        if position is None:
+            reason = "no insight in your memory has this id (see `mtl-mcp list`)"
+            results[insight_id] = ShareResult(id=insight_id, status="rejected", reasons=[reason])
+            continue
+        insight = Insight.model_validate(snapshot.records([position])[0])
+        report = screen(insight)
+        reasons = report.errors + (policy.refusals(insight, report.score) if policy else [])
+        results[insight_id] = ShareResult(
+            id=insight_id,
+            title=insight.title,
+            status="rejected" if reasons else "would-share",
+            reasons=reasons,
+            warnings=report.warnings,
+        )
+        if not reasons:
+            ready.append((insight, snapshot.vectors[position], report.score))
+    return results, ready
+
+
+def candidates(snapshot: Snapshot, shared: set[str], policy: SharePolicy) -> list[str]:
+    """Ids of the snapshot's active insights the policy admits, less those in `shared`
+    (the stored abstraction score decides here; sharing lints them again)."""
+    chosen = []
+    for record in snapshot.records([int(n) for n in np.flatnonzero(snapshot.active)]):
+        insight = Insight.model_validate(record)
+        if insight.id not in shared and not policy.refusals(insight, insight.abstraction_score):
+            chosen.append(insight.id)
+    return chosen
 
 
 def keyed_hash(salt: str, kind: str, value: str) -> str:

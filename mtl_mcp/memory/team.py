@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import EmbeddingError
+from mtl_mcp.errors import EmbeddingError, Retryable, StoreUnavailable
 from mtl_mcp.files import write_private
 from mtl_mcp.index.embedder import Vector
 from mtl_mcp.memory import ingest
 from mtl_mcp.memory.queries import Pool
-from mtl_mcp.memory.sharing import keyed_hash, team_row
+from mtl_mcp.memory.sharing import Ready, keyed_hash, team_row
 from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import Insight, InsightDraft, Provenance, ShareResult
 from mtl_mcp.storage.schema import PROJECT_SALT, SHARED_BY, ids_predicate, sql_string
@@ -152,12 +152,35 @@ class TeamPool:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def publish(
+    def deliver(
         self,
-        items: Sequence[tuple[Insight, Vector, float]],
+        ready: Sequence[Ready],
+        results: dict[str, ShareResult],
         model: str,
         threshold: float,
-    ) -> list[ShareResult]:
+    ) -> None:
+        """Publish screened insights and update their `results`, or queue them in the outbox
+        when the pool cannot take them now; ids decided for good leave the outbox."""
+        try:
+            if ready and not self.tier.probe(PROBE_WAIT):
+                error = self.tier.status().error
+                raise StoreUnavailable(
+                    f"the team pool did not answer within {PROBE_WAIT:.0f} s"
+                    + (f" ({error})" if error else "")
+                )
+            published = self.publish(ready, model, threshold)
+        except Retryable as exc:
+            self.outbox.add([insight.id for insight, _, _ in ready])
+            for insight, _, _ in ready:
+                results[insight.id].status = "queued"
+                results[insight.id].reasons = [f"waiting in the outbox: {exc}"]
+            return
+        for result in published:
+            results[result.id] = result.model_copy(update={"warnings": results[result.id].warnings})
+        for result in results.values():
+            self.outbox.remove(result.id)
+
+    def publish(self, items: Sequence[Ready], model: str, threshold: float) -> list[ShareResult]:
         """Share screened insights (insight, its vector, its abstraction score), in order.
 
         Raises StoreUnavailable or StoreBusy when the pool cannot take them now.
