@@ -97,8 +97,8 @@ class Tier:
             return self.table.snapshot() if self._create or self.table.exists() else None
         self.refresh_when_due()
         snapshot = self.table.loaded
-        if snapshot is None and wait > 0:
-            with self._lock:
+        if snapshot is None and wait > 0 and self.status().reachable is not False:
+            with self._lock:  # (once it failed, readers stop waiting: retries go on behind)
                 running, answered = self._refresher, self._answered
             if running is not None:
                 running.join(wait)
