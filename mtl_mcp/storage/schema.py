@@ -18,6 +18,9 @@ TABLE = "insights"
 META_TABLE = "meta"
 SCHEMA_VERSION = 1
 SHARED_BY = "shared_by"
+# Field metadata making a column the unenforced primary key merge_insert relies on: two
+# writers inserting one new key at once make one row.
+PRIMARY_KEY = {b"lance-schema:unenforced-primary-key:position": b"1"}
 PROJECT_SALT = "project_salt"
 
 
@@ -25,10 +28,9 @@ def insight_schema(dim: int, team: bool = False) -> pa.Schema:
     """The table's Arrow schema. `id` is the unenforced primary key merge_insert relies on."""
     text, texts, count = pa.string(), pa.list_(pa.string()), pa.int32()
     when = pa.timestamp("us", tz="UTC")
-    pk = {b"lance-schema:unenforced-primary-key:position": b"1"}
     return pa.schema(
         [
-            pa.field("id", text, nullable=False, metadata=pk),
+            pa.field("id", text, nullable=False, metadata=PRIMARY_KEY),
             *(pa.field(name, text) for name in ("title", "description", "content")),
             *(pa.field(name, text) for name in ("polarity", "category", "domain")),
             pa.field("languages", texts),
@@ -49,7 +51,15 @@ def insight_schema(dim: int, team: bool = False) -> pa.Schema:
 
 
 META_SCHEMA = pa.schema(
-    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())]
+    [
+        pa.field(
+            "key",
+            pa.string(),
+            nullable=False,
+            metadata=PRIMARY_KEY,
+        ),
+        pa.field("value", pa.string()),
+    ]
 )
 
 

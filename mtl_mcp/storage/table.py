@@ -53,6 +53,7 @@ OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compa
 KEEP_VERSIONS = timedelta(hours=1)  # how long compaction keeps older versions, locally
 KEEP_REMOTE_VERSIONS = timedelta(minutes=10)  # and on object storage
 WRITE_ATTEMPTS = 6
+CREATE_ATTEMPTS = 6  # opens of a store another machine is creating (about 4 s in all)
 T = TypeVar("T")
 DOCTOR = "run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
 
@@ -116,11 +117,16 @@ class InsightTable:
             if self._table is not None:
                 return self._table
             db = self._connect()
-            with lance_errors(f"reading the store at {self.uri}", DOCTOR):
-                with creating(self.local):
-                    table = self._open_or_create(db)
-                rows = db.open_table(META_TABLE).to_arrow().to_pylist()
-            self._meta = {row["key"]: row["value"] for row in rows}
+            for attempt in range(1, CREATE_ATTEMPTS + 1):
+                try:
+                    table, self._meta = self._open_complete(db)
+                    break
+                except StoreDamaged:
+                    # On object storage no lock keeps a store half made by another machine
+                    # from view: its tables appear one by one, then the meta rows.
+                    if self.local is not None or attempt == CREATE_ATTEMPTS:
+                        raise
+                    time.sleep(0.2 * attempt)
             for key in ("schema_version", "dim"):
                 if not self._meta.get(key, "0").isdigit():
                     raise StoreDamaged(
@@ -131,6 +137,23 @@ class InsightTable:
             self._table = table
             self._last_optimized = table.version
             return table
+
+    def _open_complete(self, db: DBConnection) -> tuple[Table, dict[str, str]]:
+        """The insight table (created if new) and the meta table's entries; StoreDamaged
+        if a table or a meta entry is missing."""
+        with lance_errors(f"reading the store at {self.uri}", DOCTOR):
+            with creating(self.local):
+                table = self._open_or_create(db)
+            rows = db.open_table(META_TABLE).to_arrow().to_pylist()
+        meta = {row["key"]: row["value"] for row in rows}
+        missing = {"schema_version", "dim", "embed_model"} - set(meta)
+        if self.team:
+            missing |= {PROJECT_SALT} - set(meta)
+        if missing and self.local is None:  # a local store predates some keys: _migrate
+            raise StoreDamaged(
+                f"the store's meta table in {self.uri} lacks {sorted(missing)}: {DOCTOR}"
+            )
+        return table, meta
 
     def _open_or_create(self, db: DBConnection) -> Table:
         """The insight table (and its meta table), created if this is a new store."""
@@ -154,8 +177,12 @@ class InsightTable:
         if self.team:
             fresh[PROJECT_SALT] = secrets.token_hex(16)
         if meta.count_rows() == 0:
+            # Two machines creating one pool at once: the key's unenforced primary key keeps
+            # one salt, the first committed, and both read that one.
             meta.merge_insert("key").when_not_matched_insert_all().execute(
-                pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
+                pa.Table.from_pylist(
+                    [{"key": k, "value": v} for k, v in fresh.items()], schema=meta.schema
+                )
             )
         self.created = True
         return table
