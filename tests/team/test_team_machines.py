@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import lancedb
 import pytest
 from mcp.client import Client
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
+from mtl_mcp.storage.schema import META_TABLE, PROJECT_SALT
 from tests.conftest import distinct_lessons, lesson
 from tests.frontdoors.test_http import Server  # the HTTP server in a subprocess
 from tests.team.conftest import Bucket
@@ -75,6 +77,8 @@ def test_four_machines_sharing_at_once_lose_nothing_and_duplicate_nothing(
     ids = [row["id"] for row in rows]
     assert len(ids) == len(set(ids)) == MACHINES * (EACH - PLANTED) + PLANTED
     assert {team_id for _, _, team_id in reported} == set(ids)
+    meta = lancedb.connect(team_uri).open_table(META_TABLE).to_arrow().to_pylist()
+    assert [row["key"] for row in meta].count(PROJECT_SALT) == 1  # racing creators: one salt
     backed = sorted((row["support"], len(set(row["shared_by"]))) for row in rows)
     assert backed[-PLANTED:] == [(MACHINES, MACHINES)] * PLANTED
     assert backed[:-PLANTED] == [(1, 1)] * (MACHINES * (EACH - PLANTED))
