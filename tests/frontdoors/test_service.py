@@ -22,7 +22,7 @@ import pytest
 from mcp import StdioServerParameters
 from mcp.client import Client
 
-from mtl_mcp import Memory
+from mtl_mcp import Memory, Provenance
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.operations.service import (
     Rendezvous,
@@ -32,6 +32,7 @@ from mtl_mcp.operations.service import (
     request,
     stop_service,
 )
+from mtl_mcp.server.calls import ServiceMemory
 from tests.conftest import lesson, services_under
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -363,3 +364,31 @@ def _old_window(settings: Settings) -> socket.socket:
     sock.sendall(json.dumps({"mtl-mcp": "0.1.9", "kind": "mcp", "window": {}}).encode() + b"\n")
     assert json.loads(sock.makefile().readline())["ok"]
     return sock
+
+
+def test_the_cli_and_the_hooks_use_the_running_service(settings: Settings, tmp_path: Path) -> None:
+    """With a service running, the CLI's quick commands and the session-start hook are
+    answered by it: the same insights, this project's context fresh in its first session."""
+    project = tmp_path / "project"
+    project.mkdir()
+    [stored] = Memory(settings).record([LESSON], Provenance(project=str(project)))
+    sock, _ = ensure_service(settings, "status")
+    sock.close()
+    quick = ServiceMemory.running(settings)
+    assert quick is not None
+    assert [h.id for h in quick.recall(PLAN, project=str(project))] == [stored.id]
+    [again] = quick.record([NEAR_COPY], Provenance(project=str(project)))
+    assert (again.status, again.id) == ("merged", stored.id)  # deduplicated by the service
+    assert quick.get(stored.id).support == 2
+    env = window_env(settings.home)
+    recall = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), "recall", PLAN, "--json"],
+        env=env, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert json.loads(recall.stdout)["results"][0]["id"] == stored.id
+    hook = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), "hook", "session-start"],
+        input=json.dumps({"session_id": "s", "cwd": str(project), "source": "startup"}),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert LESSON["title"] in hook.stdout  # the project's own insight, in its first session
