@@ -29,6 +29,7 @@ from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import missing_conversation
 from mtl_mcp.operations.context import cached_context
+from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
 
 logger = logging.getLogger(__name__)
@@ -141,17 +142,23 @@ def session_end(raw: str, settings: Settings) -> str:
 
 
 def session_start(raw: str, settings: Settings) -> str:
-    """The context to inject: precomputed for this project (else the general context),
-    refreshed in the background."""
+    """The context to inject: this project's, fresh from the running service; else as
+    precomputed for it (or the general context), refreshed in the background."""
     if is_distill_child():
         logger.info("session-start %s", OUR_OWN_RUN)
         return ""
     payload = parse_input(raw)
-    project = resolve_project(payload.project_dir or Path.cwd())
+    project_dir = str(payload.project_dir or Path.cwd())
     if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled
         spawn_detached(settings, "hook", "worker")
-    spawn_detached(settings, "hook", "refresh", "--project-dir", str(payload.project_dir or "."))
-    return cached_context(settings, project)
+    if settings.service:
+        fresh = request(
+            settings, "call", timeout=3.0, method="context", params={"project_dir": project_dir}
+        )
+        if fresh and fresh.get("ok"):
+            return str(fresh["result"])
+    spawn_detached(settings, "hook", "refresh", "--project-dir", project_dir)
+    return cached_context(settings, resolve_project(project_dir))
 
 
 def log_to_file(settings: Settings) -> None:

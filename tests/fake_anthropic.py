@@ -22,15 +22,15 @@ Only 127.0.0.1 is used.
 from __future__ import annotations
 
 import json
-import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pydantic import BaseModel
+
+from tests.fake_http import LoopbackServer
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -131,47 +131,21 @@ class While:
 Turn = Reply | dict[str, Any] | Callable[[RecordedRequest], dict[str, Any]] | While
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackServer):
     """A local Messages API with a script of replies; a context manager."""
 
     def __init__(self, *, model: str = "claude-haiku-5-5") -> None:
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._script: deque[Turn] = deque()
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        super().__init__()
         self._counter = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        self._closing.set()  # cut scripted delays short
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        return self.origin
 
     # -- scripting -----------------------------------------------------------------------
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fake_http import LoopbackServer
 
 _ids = itertools.count(1)
 
@@ -64,43 +64,17 @@ class Step:
     usage: Mapping[str, Any] | None = None
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     """A local Responses API with a script of replies; a context manager."""
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
         self._script: deque[Step] = deque()
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def close(self) -> None:
-        self._closing.set()  # ends scripted hangs
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        return self.origin + "/v1"
 
     # -- scripting -----------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from mtl_mcp.cli.app import common, echo_json, json_option, settings, stderr_console
-from mtl_mcp.config import load_settings, private_umask
+from mtl_mcp.config import Settings, load_settings, private_umask
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import Format
 
@@ -106,12 +106,9 @@ def distill(
                 Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
             )
         click.echo(f"queued {len(found)} sessions from the last {since}", err=True)
-    from mtl_mcp.learning.worker import run_worker
-    from mtl_mcp.operations.context import refresh_general_context
-
     busy = stderr_console().status("distilling...") if sys.stderr.isatty() else nullcontext()
     with busy:
-        outcomes = run_worker(config, ignore_backoff=True, on_change=refresh_general_context)
+        outcomes = _run_worker(config, ignore_backoff=True)
     if outcomes is None:
         raise click.ClickException(
             "another mtl-mcp worker is distilling right now; check `mtl-mcp queue` in a minute"
@@ -150,6 +147,19 @@ def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:
         f"skipped; digest ~{found.digest_tokens} tokens; {would}; "
         f"{'trivial: would be skipped' if found.trivial else 'nothing sent'}",
         err=True,
+    )
+
+
+def _run_worker(config: Settings, ignore_backoff: bool) -> list[JobOutcome] | None:
+    """The queue worker, storing through the running service when there is one (its
+    deduplication stays exact), else through a memory of this process."""
+    from mtl_mcp.learning.worker import run_worker
+    from mtl_mcp.operations.context import refresh_general_context
+    from mtl_mcp.server.calls import ServiceMemory
+
+    warm = ServiceMemory.running(config) if config.service else None
+    return run_worker(
+        config, ignore_backoff=ignore_backoff, on_change=refresh_general_context, recorder=warm
     )
 
 
@@ -225,10 +235,7 @@ def session_start(config: Any) -> None:
 @hook_command
 def worker(config: Any) -> None:
     """Distil ready jobs (started detached by session-end)."""
-    from mtl_mcp.learning.worker import run_worker
-    from mtl_mcp.operations.context import refresh_general_context
-
-    outcomes = run_worker(config, on_change=refresh_general_context)
+    outcomes = _run_worker(config, ignore_backoff=False)
     if outcomes is None:
         logger.info("another worker is running")
     for item in outcomes or []:

@@ -9,10 +9,11 @@ keeps two workers off one queue; this one also covers `record_session`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -30,11 +31,13 @@ from mtl_mcp.learning.distill import (
 from mtl_mcp.learning.proposals import DistillResult
 from mtl_mcp.learning.spend import SpendLedger, Usage, estimate_cost
 from mtl_mcp.learning.transcripts import Digest, Format, Transcript, build_digest, read_transcript
-from mtl_mcp.memory import Memory
 from mtl_mcp.project import ProjectRef
-from mtl_mcp.schemas import Outcome, Provenance, RecordResult
+from mtl_mcp.schemas import InsightDraft, Outcome, Provenance, RecordResult
 from mtl_mcp.storage.locks import try_exclusive
 from mtl_mcp.text.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
 
 # How long a caller waits for another process's distillation to finish: a tool call only a
 # minute (its client is waiting); a detached worker as long as a whole run may take.
@@ -164,8 +167,22 @@ def backend_summary(settings: Settings, source: str | None) -> str:
     return f"sessions are distilled by {choice.reason}: {cost}"
 
 
+class Recorder(Protocol):
+    """Where distilled insights go: a `Memory`, or the running service's (which keeps its
+    deduplication exact across every window and worker)."""
+
+    settings: Settings
+
+    def record(
+        self,
+        drafts: Sequence[InsightDraft | dict[str, Any]],
+        provenance: Provenance | None = None,
+        project_name: str | None = None,
+    ) -> list[RecordResult]: ...
+
+
 def learn(
-    memory: Memory,
+    memory: Recorder,
     digest: str,
     *,
     backend: Backend,

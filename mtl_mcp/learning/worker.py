@@ -11,21 +11,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.backends.select import Chooser, source_of
-from mtl_mcp.learning.pipeline import digest_transcript, learn, ledger, worker_wait
+from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
-from mtl_mcp.memory import Memory
 from mtl_mcp.project import resolve_project
 from mtl_mcp.schemas import Provenance
+
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
 
 
-def process_job(spool: Spool, path: Path, job: Job, memory: Memory, chooser: Chooser) -> JobOutcome:
+def process_job(
+    spool: Spool, path: Path, job: Job, memory: Recorder, chooser: Chooser
+) -> JobOutcome:
     """Distil one job and store its insights; the job file goes only once they are stored."""
     settings = spool.settings
     transcript = Path(job.transcript_path)
@@ -95,10 +100,12 @@ def run_worker(
     *,
     ignore_backoff: bool = False,
     on_change: Callable[[Memory], None] | None = None,
+    recorder: Recorder | None = None,
 ) -> list[JobOutcome] | None:
     """Process every ready job; None if another worker already holds the lock.
 
-    `on_change` is the memory's (called after insights are stored).
+    Insights go to `recorder` (the running service's memory) if given, else to a memory of
+    this process, whose `on_change` is called after insights are stored.
     """
     spool = Spool(settings)
     outcomes: list[JobOutcome] = []
@@ -106,7 +113,11 @@ def run_worker(
         if not mine:
             return None
         ledger(settings).prune()
-        memory = Memory(settings, on_change=on_change)
+        own: Memory | None = None
+        if recorder is None:
+            from mtl_mcp.memory import Memory  # LanceDB and numpy: only without the service
+
+            recorder = own = Memory(settings, on_change=on_change)
         chooser = Chooser(settings)  # checks each assistant CLI once per run
         seen: set[str] = set()
         try:
@@ -115,13 +126,14 @@ def run_worker(
             ]:
                 for path, job in batch:
                     seen.add(path.name)  # a job retried later in this run would spin
-                    outcomes.append(_guarded(spool, path, job, memory, chooser))
+                    outcomes.append(_guarded(spool, path, job, recorder, chooser))
         finally:
-            memory.close()
+            if own is not None:
+                own.close()
     return outcomes
 
 
-def _guarded(spool: Spool, path: Path, job: Job, memory: Memory, chooser: Chooser) -> JobOutcome:
+def _guarded(spool: Spool, path: Path, job: Job, memory: Recorder, chooser: Chooser) -> JobOutcome:
     """One job; a bug in it must not strand the rest of the queue."""
     try:
         return process_job(spool, path, job, memory, chooser)

@@ -117,11 +117,21 @@ def refresh_general_context(memory: Memory) -> None:
         logger.warning("could not update the session-start context: %s", exc)
 
 
+def write_project_context(memory: Memory, project: ProjectRef) -> str:
+    """Write (and return) a project's session-start context: its most useful insights, then
+    general ones; the general context is rewritten on the way."""
+    own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
+    general = write_general_context(memory)
+    chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
+    text = render_context(chosen)
+    write_private(context_file(memory.settings, project), text)
+    return text
+
+
 def refresh_context(settings: Settings, project_dir: str) -> Path | None:
-    """Write the session-start context for a project: its most useful insights, then
-    general ones; the general context is rewritten on the way. None when there is no store
-    yet: creating it is left to the server, which seeds it before its first recall (a store
-    created here would look empty to the server until the seeding is done)."""
+    """Write the session-start context for a project, in this process. None when there is
+    no store yet: creating it is left to the server, which seeds it before its first recall
+    (a store created here would look empty to the server until the seeding is done)."""
     from mtl_mcp.memory import Memory  # LanceDB and numpy: only in the detached refresh
 
     project = resolve_project(project_dir)
@@ -129,11 +139,7 @@ def refresh_context(settings: Settings, project_dir: str) -> Path | None:
     try:
         if not memory.exists():
             return None
-        own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
-        general = write_general_context(memory)
+        write_project_context(memory, project)
     finally:
         memory.close()
-    chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
-    path = context_file(settings, project)
-    write_private(path, render_context(chosen))
-    return path
+    return context_file(settings, project)

@@ -16,8 +16,10 @@ import anyio
 from mtl_mcp import errors
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
+from mtl_mcp.operations.context import write_project_context
 from mtl_mcp.operations.service import request
-from mtl_mcp.schemas import Insight, Provenance, RecallHit, RecordResult
+from mtl_mcp.project import resolve_project
+from mtl_mcp.schemas import Insight, InsightDraft, Provenance, RecallHit, RecordResult
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
@@ -60,6 +62,11 @@ def _forget(memory: Memory, params: dict[str, Any]) -> Any:
     return memory.forget(params["insight"]).model_dump(mode="json")
 
 
+def _context(memory: Memory, params: dict[str, Any]) -> Any:
+    project = resolve_project(params.get("project_dir") or ".")
+    return write_project_context(memory, project)
+
+
 # method -> what the service does with its memory and the call's params (JSON in, JSON out).
 _METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
     "recall": _recall,
@@ -70,6 +77,7 @@ _METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
     "record": _record,
     "rate": _rate,
     "forget": _forget,
+    "context": _context,
 }
 
 
@@ -139,14 +147,16 @@ class ServiceMemory:
 
     def record(
         self,
-        drafts: Sequence[dict[str, Any]],
-        provenance: Provenance,
+        drafts: Sequence[InsightDraft | dict[str, Any]],
+        provenance: Provenance | None = None,
         project_name: str | None = None,
     ) -> builtins.list[RecordResult]:
         results = self._call(
             "record",
-            drafts=list(drafts),
-            provenance=provenance.model_dump(mode="json"),
+            drafts=[
+                d.model_dump(mode="json") if isinstance(d, InsightDraft) else d for d in drafts
+            ],
+            provenance=(provenance or Provenance()).model_dump(mode="json"),
             project_name=project_name,
         )
         return [RecordResult.model_validate(r) for r in results]

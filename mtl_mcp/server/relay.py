@@ -41,6 +41,7 @@ class Relay:
         self.in_flight: dict[Any, str] = {}  # request id -> method, client to service
         self.handshake: list[bytes] = []  # `initialize` and `notifications/initialized`
         self.replays = 0
+        self._why = "no service"  # why the last attempt to reach one failed
         self._from_client = b""
         self._from_service = b""
 
@@ -55,20 +56,21 @@ class Relay:
                 self._client_line(line)
 
     def _client_line(self, line: bytes) -> None:
-        for message in _messages(line):
-            method = message.get("method")
-            if method is not None and "id" in message:
-                self.in_flight[_key(message["id"])] = method
-            if method == "initialize" or method == "notifications/initialized":
-                self.handshake.append(line)
+        messages = _messages(line)
+        for message in messages:
+            if "method" in message and "id" in message:  # answered, or failed, before it ends
+                self.in_flight[_key(message["id"])] = message["method"]
         if self.sock is None and not self._reconnect():
-            self._refuse(line)
+            self._refuse(messages)
             return
         assert self.sock is not None
         try:
             self.sock.sendall(line + b"\n")
         except OSError:
             self.service_lost()
+            return
+        if any(m.get("method") in ("initialize", "notifications/initialized") for m in messages):
+            self.handshake.append(line)  # replayed to a new service, after this one is done
 
     def service_lines(self, data: bytes) -> None:
         """Forward complete lines from the service to the client, settling answered requests."""
@@ -105,23 +107,29 @@ class Relay:
         except ServiceUnavailable as exc:
             self._why = str(exc)
             return False
-        for line in self.handshake:
-            message = json.loads(line)
-            if message.get("method") == "initialize":
-                self.replays += 1
-                message["id"] = f"{REPLAY_PREFIX}{self.replays}"
-                line = json.dumps(message).encode()
-            self.sock.sendall(line + b"\n")
+        try:
+            for line in self.handshake:
+                message = json.loads(line)
+                if message.get("method") == "initialize":
+                    self.replays += 1
+                    message["id"] = f"{REPLAY_PREFIX}{self.replays}"
+                    line = json.dumps(message).encode()
+                self.sock.sendall(line + b"\n")
+        except OSError as exc:  # the new service went away at once
+            self.sock.close()
+            self.sock = None
+            self._why = str(exc)
+            return False
         logger.info("reconnected to the service and replayed the handshake")
         return True
 
-    def _refuse(self, line: bytes) -> None:
-        for message in _messages(line):
+    def _refuse(self, messages: list[dict[str, Any]]) -> None:
+        """No service: answer the requests among `messages` with why, at once."""
+        for message in messages:
             if "method" in message and "id" in message:
                 key = _key(message["id"])
                 self.in_flight.pop(key, None)
-                why = UNAVAILABLE.format(why=getattr(self, "_why", "no service"))
-                write_out(_failure(key, message["method"], why))
+                write_out(_failure(key, message["method"], UNAVAILABLE.format(why=self._why)))
 
     # -- the loop ----------------------------------------------------------------------------
 

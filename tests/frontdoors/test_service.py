@@ -15,14 +15,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
 from mcp import StdioServerParameters
 from mcp.client import Client
 
-from mtl_mcp import Memory
+from mtl_mcp import Memory, Provenance
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.operations.service import (
     Rendezvous,
@@ -32,7 +32,9 @@ from mtl_mcp.operations.service import (
     request,
     stop_service,
 )
+from mtl_mcp.server.calls import ServiceMemory
 from tests.conftest import lesson, services_under
+from tests.raw_window import RawWindow
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -70,59 +72,16 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-class RawWindow:
-    """A relay driven by hand, to control exactly what is in flight."""
+def raw_window(home: Path) -> RawWindow:
+    window = RawWindow(window_env(home))
+    window.handshake()
+    return window
 
-    def __init__(self, home: Path) -> None:
-        self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("mtl-mcp")), "serve"],
-            env=window_env(home),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self.next_id = 0
 
-    def send(self, method: str, params: dict[str, Any], notify: bool = False) -> int:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
-        if not notify:
-            self.next_id += 1
-            message["id"] = self.next_id
-        stdin: IO[bytes] = self.process.stdin  # type: ignore[assignment]
-        stdin.write(json.dumps(message).encode() + b"\n")
-        stdin.flush()
-        return self.next_id
-
-    def receive(self) -> dict[str, Any]:
-        stdout: IO[bytes] = self.process.stdout  # type: ignore[assignment]
-        while True:
-            line = stdout.readline()
-            assert line, "the window closed its stdout"
-            message: dict[str, Any] = json.loads(line)
-            if "id" in message:
-                return message
-
-    def handshake(self) -> None:
-        self.send(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw-window", "version": "1"},
-            },
-        )
-        assert "result" in self.receive()
-        self.send("notifications/initialized", {}, notify=True)
-
-    def recall(self) -> dict[str, Any]:
-        self.send("tools/call", {"name": "recall_insights", "arguments": {"plan": PLAN}})
-        result: dict[str, Any] = self.receive()["result"]
-        return result
-
-    def close(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        self.process.wait(10)
+def raw_recall(window: RawWindow) -> dict[str, Any]:
+    window.send("tools/call", {"name": "recall_insights", "arguments": {"plan": PLAN}})
+    result: dict[str, Any] = window.receive()["result"]
+    return result
 
 
 async def recall_ids(client: Client) -> list[str]:
@@ -179,10 +138,9 @@ def test_a_call_in_flight_when_the_service_dies_gets_a_tool_error(settings: Sett
     """A call the service never answers (it is stopped, then killed) is answered by the relay
     with a clear tool error at once; the next call works."""
     [stored] = Memory(settings).record([LESSON])
-    raw = RawWindow(settings.home)
+    raw = raw_window(settings.home)
     try:
-        raw.handshake()
-        assert not raw.recall().get("isError")
+        assert not raw_recall(raw).get("isError")
         pid = service_pid(settings)
         os.kill(pid, signal.SIGSTOP)  # it accepts nothing more: the next call stays in flight
         raw.send("tools/call", {"name": "recall_insights", "arguments": {"plan": PLAN}})
@@ -190,7 +148,7 @@ def test_a_call_in_flight_when_the_service_dies_gets_a_tool_error(settings: Sett
         os.kill(pid, signal.SIGKILL)
         answer = raw.receive()["result"]
         assert answer["isError"] and "service stopped" in answer["content"][0]["text"]
-        again = raw.recall()
+        again = raw_recall(raw)
         assert not again.get("isError")
         assert again["structuredContent"]["results"][0]["id"] == stored.id
     finally:
@@ -343,10 +301,9 @@ def test_a_newer_window_retires_an_older_service(settings: Settings, tmp_path: P
     wait_for(lambda: request(settings, "status") is not None)
     assert request(settings, "status")["version"] == "0.1.9"  # type: ignore[index]
     old_window = _old_window(settings)  # an MCP session the old service keeps serving
-    raw = RawWindow(settings.home)
+    raw = raw_window(settings.home)
     try:
-        raw.handshake()
-        assert not raw.recall().get("isError")
+        assert not raw_recall(raw).get("isError")
         assert request(settings, "status")["version"] != "0.1.9"  # type: ignore[index]
         assert old.poll() is None, "the old service left its window behind"
     finally:
@@ -363,3 +320,31 @@ def _old_window(settings: Settings) -> socket.socket:
     sock.sendall(json.dumps({"mtl-mcp": "0.1.9", "kind": "mcp", "window": {}}).encode() + b"\n")
     assert json.loads(sock.makefile().readline())["ok"]
     return sock
+
+
+def test_the_cli_and_the_hooks_use_the_running_service(settings: Settings, tmp_path: Path) -> None:
+    """With a service running, the CLI's quick commands and the session-start hook are
+    answered by it: the same insights, this project's context fresh in its first session."""
+    project = tmp_path / "project"
+    project.mkdir()
+    [stored] = Memory(settings).record([LESSON], Provenance(project=str(project)))
+    sock, _ = ensure_service(settings, "status")
+    sock.close()
+    quick = ServiceMemory.running(settings)
+    assert quick is not None
+    assert [h.id for h in quick.recall(PLAN, project=str(project))] == [stored.id]
+    [again] = quick.record([NEAR_COPY], Provenance(project=str(project)))
+    assert (again.status, again.id) == ("merged", stored.id)  # deduplicated by the service
+    assert quick.get(stored.id).support == 2
+    env = window_env(settings.home)
+    recall = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), "recall", PLAN, "--json"],
+        env=env, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert json.loads(recall.stdout)["results"][0]["id"] == stored.id
+    hook = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), "hook", "session-start"],
+        input=json.dumps({"session_id": "s", "cwd": str(project), "source": "startup"}),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert LESSON["title"] in hook.stdout  # the project's own insight, in its first session

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -24,6 +24,7 @@ from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.storage.backup import inspect_store
 from tests.conftest import distinct_lessons
+from tests.raw_window import RawWindow
 
 pytestmark = pytest.mark.slow
 
@@ -88,55 +89,13 @@ def test_a_bulk_import_killed_half_way_keeps_whole_batches_and_reruns_without_du
     assert len(ids) == len(set(ids)) == len(lessons) and set(ids) == set(expected)
 
 
-class _StdioServer:
-    """`mtl-mcp serve` spoken to in raw JSON-RPC, so requests can be pipelined and the
-    process killed with answers still outstanding."""
-
-    def __init__(self, settings: Settings) -> None:
-        env = {**os.environ, "MTL_MCP_HOME": str(settings.home)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mtl_mcp", "serve"],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self.next_id = 0
-
-    def send(self, method: str, params: dict[str, Any], notify: bool = False) -> int:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
-        if not notify:
-            self.next_id += 1
-            message["id"] = self.next_id
-        stdin: IO[bytes] = self.process.stdin  # type: ignore[assignment]
-        stdin.write(json.dumps(message).encode() + b"\n")
-        stdin.flush()
-        return self.next_id
-
-    def receive(self) -> dict[str, Any]:
-        stdout: IO[bytes] = self.process.stdout  # type: ignore[assignment]
-        while True:
-            message: dict[str, Any] = json.loads(stdout.readline())
-            if "id" in message:
-                return message
-
-
 def test_a_service_killed_during_writes_loses_no_acknowledged_insight(settings: Settings) -> None:
     """kill -9 of the service with record calls in flight: the window answers every call
     (the unfinished ones with a clear tool error), acknowledged insights are whole, and a
     retry completes."""
     Memory(settings).close()
-    server = _StdioServer(settings)
-    server.send(
-        "initialize",
-        {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "crash-test", "version": "1"},
-        },
-    )
-    assert "result" in server.receive()
-    server.send("notifications/initialized", {}, notify=True)
+    server = RawWindow({**os.environ, "MTL_MCP_HOME": str(settings.home)})
+    server.handshake()
     lessons = distinct_lessons(72)
     calls = [lessons[n : n + 3] for n in range(0, len(lessons), 3)]
     for insights in calls:  # all 24 in flight at once
@@ -162,8 +121,7 @@ def test_a_service_killed_during_writes_loses_no_acknowledged_insight(settings: 
         else:
             acknowledged += result["structuredContent"]["results"]
     assert stopped and all("service stopped" in text for text in stopped)
-    server.process.stdin.close()  # type: ignore[union-attr]
-    server.process.wait(10)
+    server.close()
 
     assert inspect_store(settings) is None
     rows = {row["id"]: row for row in _rows(settings)}
