@@ -41,8 +41,6 @@ def refreshing() -> bool:
 class TierStatus:
     """How fresh a store's snapshot is, and why it is not fresher."""
 
-    source: Source
-    remote: bool
     reachable: bool | None  # None: not tried yet
     loaded_at: datetime | None  # when the snapshot in use was last confirmed current
     error: str | None  # the last refresh's failure, if it failed
@@ -214,8 +212,6 @@ class Tier:
     def status(self) -> TierStatus:
         with self._lock:
             return TierStatus(
-                source=self.source,
-                remote=self.remote,
                 reachable=self._reachable,
                 loaded_at=self._confirmed,
                 error=self._error,
