@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -144,21 +145,20 @@ def node_memory_server(where: Path) -> StdioServerParameters | None:
     )
 
 
-def fill_store(home: Path, size: int) -> Memory:
-    """A store of `size` synthetic insights with random unit vectors."""
-    store = Memory(load_settings(home, starter=False))
-    store.stats()  # creates the table and its metadata
-    table = store.table.open()
-    rng = np.random.default_rng(7)
-    schema = insight_schema(384)
+def synthetic_batches(
+    size: int, dim: int = 384, seed: int = 7, name: str = "bench"
+) -> Iterator[dict[str, Any]]:
+    """Columns of `size` synthetic insights with random unit vectors, 20,000 at a time
+    (ids `ins_<name><n>`)."""
+    rng = np.random.default_rng(seed)
     now = datetime(2026, 11, 1, tzinfo=UTC)
     chunk = 20_000
     for start in range(0, size, chunk):
         n = min(chunk, size - start)
-        vectors = rng.standard_normal((n, 384)).astype(np.float32)
+        vectors = rng.standard_normal((n, dim)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        ids = [f"ins_bench{start + i:011d}" for i in range(n)]
-        columns: dict[str, Any] = {
+        ids = [f"ins_{name}{start + i:011d}" for i in range(n)]
+        yield {
             "id": ids,
             "title": [f"Synthetic lesson {start + i}" for i in range(n)],
             "description": ["When benchmarking recall."] * n,
@@ -182,8 +182,17 @@ def fill_store(home: Path, size: int) -> Memory:
             "status": ["active"] * n,
             "abstraction_score": [1.0] * n,
             "notes": [[]] * n,
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 384),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
         }
+
+
+def fill_store(home: Path, size: int) -> Memory:
+    """A store of `size` synthetic insights with random unit vectors."""
+    store = Memory(load_settings(home, starter=False))
+    store.stats()  # creates the table and its metadata
+    table = store.table.open()
+    schema = insight_schema(384)
+    for columns in synthetic_batches(size):
         table.add(pa.table(columns, schema=schema))
     table.optimize()
     store.close()

@@ -24,7 +24,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "mtl_mcp.memory": ("ImportReport", "LabelledVectors", "Memory"),
     "mtl_mcp.config": ("Settings", "load_settings"),
     "mtl_mcp.project": ("ProjectRef", "resolve_project"),
-    "mtl_mcp.schemas": ("Insight", "InsightDraft", "Provenance", "RecallHit", "RecordResult"),
+    "mtl_mcp.schemas": (
+        "Insight",
+        "InsightDraft",
+        "Provenance",
+        "RecallHit",
+        "RecordResult",
+        "ShareResult",
+    ),
     "mtl_mcp.server.app": ("build_server",),
     "mtl_mcp.errors": (
         "BudgetExceeded",
@@ -40,6 +47,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoreBusy",
         "StoreDamaged",
         "StoreError",
+        "StoreUnavailable",
         "TranscriptError",
         "UnusableOutput",
     ),
@@ -62,6 +70,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they load la
     from mtl_mcp.errors import StoreBusy as StoreBusy
     from mtl_mcp.errors import StoreDamaged as StoreDamaged
     from mtl_mcp.errors import StoreError as StoreError
+    from mtl_mcp.errors import StoreUnavailable as StoreUnavailable
     from mtl_mcp.errors import TranscriptError as TranscriptError
     from mtl_mcp.errors import UnusableOutput as UnusableOutput
     from mtl_mcp.memory import ImportReport as ImportReport
@@ -74,6 +83,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they load la
     from mtl_mcp.schemas import Provenance as Provenance
     from mtl_mcp.schemas import RecallHit as RecallHit
     from mtl_mcp.schemas import RecordResult as RecordResult
+    from mtl_mcp.schemas import ShareResult as ShareResult
     from mtl_mcp.server.app import build_server as build_server
 
 __all__ = sorted(["__version__", *_HOMES])

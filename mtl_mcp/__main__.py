@@ -35,7 +35,7 @@ def main() -> None:
         from mtl_mcp.server.window import main as serve_window
 
         sys.exit(serve_window(home, verbose))
-    from mtl_mcp.cli import cli
+    from mtl_mcp.cli import main as cli
 
     cli()
 

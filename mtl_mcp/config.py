@@ -26,6 +26,12 @@ class Settings:
 
     home: Path
     store_uri: str = field(default="", metadata={"env": "MTL_MCP_STORE_URI"})
+    # Options for a store on object storage, passed to LanceDB as `storage_options`: the
+    # config file's [storage] table only (credentials may sit there: never shown).
+    storage: dict[str, str] = field(default_factory=dict, repr=False)
+    team_uri: str = field(default="", metadata={"env": "MTL_MCP_TEAM_URI"})
+    team_member: str = field(default="", repr=False, metadata={"env": "MTL_MCP_TEAM_MEMBER"})
+    refresh_seconds: float = field(default=10.0, metadata={"env": "MTL_MCP_REFRESH_SECONDS"})
     embed_model: str = field(default=DEFAULT_EMBED_MODEL, metadata={"env": "MTL_MCP_EMBED_MODEL"})
     dedup_threshold: float = field(default=0.92, metadata={"env": "MTL_MCP_DEDUP_THRESHOLD"})
     starter: bool = field(default=True, metadata={"env": "MTL_MCP_STARTER"})
@@ -62,6 +68,11 @@ class Settings:
                 f"digest_tokens {self.digest_tokens} is too small to describe a session: "
                 "use at least 200 (default 6000)"
             )
+        if not 0.1 <= self.refresh_seconds <= 3600:
+            raise ConfigError(
+                f"refresh_seconds {self.refresh_seconds} is out of range: check a store on "
+                "object storage for other machines' writes every 0.1 to 3600 s (default 10)"
+            )
         if self.service_idle_seconds <= 0:
             raise ConfigError(
                 f"service_idle_seconds {self.service_idle_seconds} must be positive: the "
@@ -90,7 +101,12 @@ class Settings:
     @property
     def local_store(self) -> Path | None:
         """The store's directory when it is on this machine; None for an object-store URI."""
-        return None if "://" in self.store_uri else Path(self.store_uri)
+        return local_path(self.store_uri)
+
+    @property
+    def team_outbox(self) -> Path:
+        """Shares waiting for the team pool to be reachable (one file per insight id)."""
+        return self.home / "team-outbox"
 
     @property
     def models_dir(self) -> Path:
@@ -104,6 +120,12 @@ class Settings:
     @property
     def config_file(self) -> Path:
         return self.home / "config.toml"
+
+
+def local_path(uri: str) -> Path | None:
+    """The directory a store URI names on this machine; None for an object-store URI
+    (s3://, gs://, az://, ...)."""
+    return None if "://" in uri else Path(uri)
 
 
 def platform_home() -> Path:
@@ -158,14 +180,29 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
             f"{config_file} has unknown settings {sorted(unknown)}; known: {sorted(known)}"
         )
     for name, spec in known.items():
-        env_value = os.environ.get(spec.metadata["env"])
+        env_value = os.environ.get(spec.metadata.get("env", ""))
         if overrides.get(name) is not None:
             values[name] = overrides[name]
         elif env_value not in (None, ""):
             values[name] = _coerce(spec.metadata["env"], env_value, spec.type)
+        elif name == "storage" and name in file_values:
+            values[name] = _storage_options(config_file, file_values[name])
         elif name in file_values:
             values[name] = _coerce(f"{config_file}:{name}", file_values[name], spec.type)
     return Settings(home=home, **values)
+
+
+def _storage_options(config_file: Path, table: Any) -> dict[str, str]:
+    """The [storage] table as LanceDB's storage_options: string keys, string values."""
+    if not isinstance(table, dict) or any(isinstance(v, dict | list) for v in table.values()):
+        raise ConfigError(
+            f"{config_file}: [storage] must be a table of plain values, e.g. "
+            'aws_endpoint = "http://minio.lan:9000" (see the README, "A team pool")'
+        )
+    return {
+        str(key): str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in table.items()
+    }
 
 
 PRIVATE_UMASK = 0o077

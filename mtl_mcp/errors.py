@@ -14,7 +14,8 @@ the CLI, a log line in hooks.
     ├── StoreError             the store cannot be opened, read or written
     │   ├── NotFoundError      no insight has the requested id
     │   ├── StoreDamaged       the store's files are damaged: `mtl-mcp doctor` names a backup
-    │   └── StoreBusy *        a write kept conflicting with other writers
+    │   ├── StoreBusy *        a write kept conflicting with other writers
+    │   └── StoreUnavailable * the object store could not be reached, or did not answer in time
     ├── EmbeddingError         the embedding model is missing, corrupt or mismatched
     ├── TranscriptError        a transcript cannot be read at all
     └── DistillError           distillation failed or returned nothing usable
@@ -67,6 +68,11 @@ class StoreDamaged(StoreError):
 
 class StoreBusy(StoreError, Retryable):
     """A write kept conflicting with other writers' commits; retrying later helps."""
+
+
+class StoreUnavailable(StoreError, Retryable):
+    """A store on object storage could not be reached or timed out (network, endpoint or
+    service down); nothing changed, and the same call may succeed once it is back."""
 
 
 class EmbeddingError(MtlError):

@@ -40,6 +40,8 @@ Outcome = Literal["success", "failure", "unknown"]
 Status = Literal["active", "retired"]
 Scope = Literal["all", "other-projects", "this-project"]
 RecordStatus = Literal["stored", "merged", "rejected"]
+Source = Literal["personal", "team"]
+ShareStatus = Literal["shared", "merged", "already-shared", "queued", "rejected", "would-share"]
 ListSort = Literal["recent", "support", "helpful"]
 
 TITLE_MAX = 100
@@ -121,6 +123,9 @@ class InsightDraft(BaseModel):
         return f"{self.title}. {self.description} {self.content}"
 
 
+SOURCE_DESCRIPTION = "Where it is stored: your 'personal' memory or the shared 'team' pool."
+
+
 class Insight(InsightDraft):
     """An insight as stored: a draft plus identity, provenance and usage counters."""
 
@@ -152,6 +157,7 @@ class Insight(InsightDraft):
     status: Status = "active"
     abstraction_score: float = Field(default=1.0, ge=0.0, le=1.0)
     notes: list[str] = Field(default_factory=list, description="Notes left with ratings.")
+    source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
 
     @field_validator("notes", "projects", "languages", "tags", mode="before")
     @classmethod
@@ -200,6 +206,20 @@ class RecallHit(BaseModel):
         )
     )
     similarity: float = Field(description="Cosine similarity between the plan and the insight.")
+    source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
+
+
+class ShareResult(BaseModel):
+    """What sharing one insight with the team pool did."""
+
+    id: str = Field(description="The insight's id in your memory.")
+    status: ShareStatus
+    title: str | None = None
+    team_id: str | None = Field(
+        default=None, description="The team pool's insight it became or merged into."
+    )
+    reasons: list[str] = Field(default_factory=list, description="Why it was not shared.")
+    warnings: list[str] = Field(default_factory=list, description="Abstraction problems.")
 
 
 def validation_problems(exc: ValidationError, what: str = "insight") -> list[str]:

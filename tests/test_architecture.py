@@ -29,9 +29,11 @@ PUBLIC = [
     "RecordResult",
     "Retryable",
     "Settings",
+    "ShareResult",
     "StoreBusy",
     "StoreDamaged",
     "StoreError",
+    "StoreUnavailable",
     "TranscriptError",
     "UnusableOutput",
     "__version__",
@@ -55,9 +57,16 @@ def test_every_error_is_an_mtl_error() -> None:
     errors = [getattr(mtl_mcp, name) for name in PUBLIC if name.endswith(("Error", "Busy"))]
     errors += [mtl_mcp.BudgetExceeded, mtl_mcp.BudgetTooSmall, mtl_mcp.DistillUnavailable]
     errors += [mtl_mcp.StoreDamaged, mtl_mcp.UnusableOutput, mtl_mcp.Retryable]
+    errors += [mtl_mcp.StoreUnavailable]
     assert all(issubclass(error, mtl_mcp.MtlError) for error in errors)
     retryable = {e.__name__ for e in errors if issubclass(e, mtl_mcp.Retryable)}
-    assert retryable == {"BudgetExceeded", "DistillUnavailable", "Retryable", "StoreBusy"}
+    assert retryable == {
+        "BudgetExceeded",
+        "DistillUnavailable",
+        "Retryable",
+        "StoreBusy",
+        "StoreUnavailable",
+    }
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

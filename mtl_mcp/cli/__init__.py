@@ -7,13 +7,35 @@ safety    backup, restore, purge
 sessions  distill, queue, hook
 clients   install, uninstall
 quality   eval, map
+team      share
 """
 
-from mtl_mcp.cli import admin, clients, insights, quality, safety, sessions
+import logging
+import os
+import sys
+
+from mtl_mcp.cli import admin, clients, insights, quality, safety, sessions, team
 from mtl_mcp.cli.app import cli
 
-for _module in (admin, insights, sessions, clients, safety, quality):
+for _module in (admin, insights, team, sessions, clients, safety, quality):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
-__all__ = ["cli"]
+
+def main() -> None:
+    """The `mtl-mcp` executable: the CLI, then an exit that does not wait for a background
+    refresh stuck on an object store that never answers. Every write of the command has
+    finished by then; LanceDB's runtime would hold the exiting process for about 10 s."""
+    try:
+        cli()
+    except SystemExit as exc:
+        tier = sys.modules.get("mtl_mcp.memory.tier")  # loaded only if a store was opened
+        if tier is not None and tier.refreshing():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            logging.shutdown()
+            os._exit(exc.code if isinstance(exc.code, int) else 1)
+        raise
+
+
+__all__ = ["cli", "main"]

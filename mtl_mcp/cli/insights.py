@@ -43,13 +43,22 @@ def recall(
 ) -> None:
     """Recall the insights most relevant to PLAN (a 3-4 sentence plan of the task)."""
     ref = cli_project(project)
-    hits = quick_memory().recall(plan, k=k, scope=scope, project=ref.id, domains=list(domains))
+    memory = quick_memory()
+    hits = memory.recall(plan, k=k, scope=scope, project=ref.id, domains=list(domains))
+    notice = memory.team_notice()
     if as_json:
         echo_json(
-            {"plan": plan, "project": ref.id, "results": [h.model_dump(mode="json") for h in hits]}
+            {
+                "plan": plan,
+                "project": ref.id,
+                "results": [h.model_dump(mode="json") for h in hits],
+                "notice": notice,
+            }
         )
     else:
         click.echo(recall_text(hits))
+        if notice:
+            click.echo(notice, err=True)
 
 
 @click.command()
@@ -255,6 +264,14 @@ def stats(abstraction: bool, as_json: bool) -> None:
         counts = sorted(numbers[key].items(), key=lambda kv: -kv[1])
         click.echo(f"{key.removeprefix('by_')}: " + ", ".join(f"{k} {v}" for k, v in counts))
     click.echo(f"model: {numbers['embed_model']}  store: {numbers['store_uri']}")
+    if team := numbers.get("team"):
+        state = {True: "reachable", False: "unreachable", None: "not reached yet"}
+        click.echo(
+            f"team pool {team['uri']}: {team['total']} active insights, "
+            f"{state[team['reachable']]}, {team['outbox']} waiting in the outbox"
+        )
+        if team["error"]:
+            click.echo(f"  {team['error']}", err=True)
     if abstraction:
         from mtl_mcp.cli.quality import echo_abstraction
 

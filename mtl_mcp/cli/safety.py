@@ -33,13 +33,26 @@ def echo_purge(report: PurgeReport, as_json: bool) -> None:
             click.echo(f"rewrote {len(report.scrubbed_backups)} older backups without them")
         for path in report.scrubbed_files:
             click.echo(f"scrubbed {path}")
+        if report.team_ids:
+            click.echo(
+                f"removed {len(report.team_ids)} insights you shared from the team pool, and "
+                f"{report.team_versions_removed} of its older versions"
+            )
+    for reason in report.unscanned:
+        click.echo(f"not scanned: {reason}", err=True)
     if report.traces:
+        others = (
+            f" {report.team_others} insights other members shared match too: only they can "
+            "purge those."
+            if report.team_others
+            else ""
+        )
         raise click.ClickException(
             "the text is still in: " + ", ".join(report.traces) + ". A damaged store or a "
-            "config file is never rewritten: delete or edit these files yourself"
+            "config file is never rewritten: delete or edit these files yourself." + others
         )
     if not as_json:
-        click.echo("no trace of the text is left in the data directory", err=True)
+        click.echo("no trace of the text is left in the data directory or the stores", err=True)
 
 
 @click.command()
@@ -56,20 +69,24 @@ def purge(pattern: str, ignore_case: bool, dry_run: bool, yes: bool, as_json: bo
     leaked secret is really gone. Stop busy servers first: a recall running at that moment
     may fail once.
     """
-    from mtl_mcp.operations.purge import compile_pattern, matching, purge_pattern
+    from mtl_mcp.operations.purge import compile_pattern, matching, purge_pattern, team_matching
 
     regex = compile_pattern(pattern, ignore_case)
     if not dry_run:
         stop_the_service()  # the purge rewrites every file of the table
     memory = open_memory()
-    found = matching(memory, regex)
+    shared, others = team_matching(memory, regex)
+    found = [*matching(memory, regex), *shared]
     if dry_run:
         if as_json:
-            echo_json([{"id": i.id, "title": i.title} for i in found])
+            echo_json([{"id": i.id, "title": i.title, "source": i.source} for i in found])
         else:
             for insight in found:
-                click.echo(f"{insight.id}  {insight.title}")
+                where = "  (shared with the team)" if insight.source == "team" else ""
+                click.echo(f"{insight.id}  {insight.title}{where}")
             click.echo(f"{len(found)} insights match; nothing was changed", err=True)
+            if others:
+                click.echo(f"{others} insights other members shared match too", err=True)
         return
     if not yes:
         if not sys.stdin.isatty():

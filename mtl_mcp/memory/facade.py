@@ -5,16 +5,22 @@ embedding model and the rankings (`mtl_mcp.index`), the lint (`mtl_mcp.text`). E
 validates its arguments, does one thing, and raises only errors from `mtl_mcp.errors`.
 Every method is safe to call from several threads; the table opens and the model loads on
 first use.
+
+With a team pool configured (`Settings.team_uri`, `mtl_mcp.memory.team`), recall, list,
+get, rate and stats read both tiers, every result saying its `source`; recording, imports
+and exports stay personal, and insights reach the pool only through `share`.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +29,21 @@ import numpy.typing as npt
 from pydantic import BaseModel, Field
 
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
-from mtl_mcp.index.bm25 import Bm25Index
+from mtl_mcp.errors import (
+    ConfigError,
+    EmbeddingError,
+    InputError,
+    NotFoundError,
+    Retryable,
+    StoreError,
+)
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
-from mtl_mcp.memory import ingest, queries
+from mtl_mcp.memory import ingest, queries, sharing
 from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.memory.team import TeamPool, stats_of
+from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import (
     CATEGORIES,
     Insight,
@@ -39,6 +53,7 @@ from mtl_mcp.schemas import (
     RecallHit,
     RecordResult,
     Scope,
+    ShareResult,
 )
 from mtl_mcp.storage import backup
 from mtl_mcp.storage.locks import store_lock
@@ -51,6 +66,8 @@ from mtl_mcp.text.starter import starter_drafts
 
 if TYPE_CHECKING:
     from mtl_mcp.storage.backup import BackupInfo, RestoreResult
+
+logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
 IMPORT_BATCH = 256
@@ -101,12 +118,12 @@ class Memory:
         self._embedder = embedder
         self._on_change = on_change
         self.table = InsightTable(self.settings, self._model_info)
+        self._personal = Tier(self.table, "personal", self.settings.refresh_seconds)
+        self.team = TeamPool(self.settings, self._model_info) if self.settings.team_uri else None
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
-        # The keyword index: (the snapshot, its generation when built, the index).
-        self._keywords: tuple[Snapshot, int, Bm25Index] | None = None
-        self._rebuilding = False
         self._pending_recalls: Counter[str] = Counter()
+        self._drained_at = 0.0  # when the background last tried to drain the team outbox
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -119,6 +136,11 @@ class Memory:
 
     def _model_info(self) -> tuple[str, int]:
         return self.embedder.name, self.embedder.dim
+
+    @property
+    def _model_name(self) -> str:
+        """The embedding model's name, without loading it for that."""
+        return self._embedder.name if self._embedder is not None else self.settings.embed_model
 
     @property
     def meta(self) -> dict[str, str]:
@@ -141,7 +163,7 @@ class Memory:
 
     def _snapshot(self) -> Snapshot:
         self._open()
-        return self.table.snapshot()
+        return self._personal.snapshot()
 
     def _check_model(self) -> None:
         self._snapshot()  # a reindex by another process changes the model: see it first
@@ -153,45 +175,18 @@ class Memory:
                 f"or set MTL_MCP_EMBED_MODEL={stored}"
             )
 
-    def _keyword_index(self, snapshot: Snapshot) -> Bm25Index:
-        """BM25 over the snapshot's texts, built once per snapshot.
-
-        Rows this process appended (its own inserts) are not in the index until a
-        background rebuild catches up: recall never waits for it, and finds the new rows by
-        meaning meanwhile. A reloaded snapshot gets a new index at once.
-        """
-        with self._lock:
-            cached = self._keywords
-            if cached is None or cached[0] is not snapshot:
-                index = Bm25Index(snapshot.texts())
-                self._keywords = (snapshot, snapshot.generation, index)
-                return index
-            if cached[1] != snapshot.generation and not self._rebuilding:
-                self._rebuilding = True
-                threading.Thread(
-                    target=self._rebuild_keywords, args=(snapshot,), name="mtl-bm25", daemon=True
-                ).start()
-            return cached[2]
-
-    def _rebuild_keywords(self, snapshot: Snapshot) -> None:
-        try:
-            generation, texts = snapshot.generation, snapshot.texts()
-            index = Bm25Index(texts)
-            with self._lock:
-                if self._keywords is not None and self._keywords[0] is snapshot:
-                    self._keywords = (snapshot, generation, index)
-        finally:
-            self._rebuilding = False
-
     def _changed(self) -> None:
         if self._on_change is not None:
             self._on_change(self)
 
     def warm(self) -> None:
-        """Open the table, load the model and build the keyword index now, not on first use."""
+        """Open the table, load the model and build the keyword index now, not on first use;
+        start loading the team pool in the background."""
+        if self.team is not None:
+            self.team.tier.refresh_when_due()
         self._open()
         self.embedder.embed_query("warm up")
-        self._keyword_index(self._snapshot()).scores("warm up")
+        self._personal.keywords(self._snapshot()).scores("warm up")
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -227,7 +222,9 @@ class Memory:
                 self.settings.dedup_threshold,
                 results,
             )
-            self.table.insert(plan.rows)
+            if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
+                stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
+                plan.raced(stored, results)
             for target, draft in plan.merges:  # after the insert: the target may be a new row
                 sql = ingest.merge_sql(draft, provenance)
                 self.table.update(f"id = {sql_string(target)}", sql)
@@ -339,16 +336,61 @@ class Memory:
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
         snapshot = self._snapshot()
         mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains)
-        keywords = self._keyword_index(snapshot) if ranking.keywords else None
-        hits = queries.recall_hits(snapshot, keywords, query, plan, mask, k, ranking, min_score)
-        with self._lock:
-            self._pending_recalls.update(h.id for h in hits)
+        keywords = self._personal.keywords(snapshot) if ranking.keywords else None
+        pools = [queries.Pool("personal", snapshot, mask, keywords)]
+        team = self._team_snapshot()
+        if self.team is not None and team is not None:
+            team_project = self.team.project(project)
+            team_mask = queries.recall_mask(team, scope, team_project, domains, exclude_domains)
+            pool = self.team.pool(team, snapshot, team_mask)
+            pools.append(pool if ranking.keywords else replace(pool, keywords=None))
+        hits = queries.recall_hits(pools, query, plan, k, ranking, min_score)
+        with self._lock:  # the team pool's counters are not written: reads stay reads there
+            self._pending_recalls.update(h.id for h in hits if h.source == "personal")
         return hits
+
+    def _team_snapshot(self) -> Snapshot | None:
+        """The team snapshot, if a pool is configured, loaded and comparable with ours."""
+        if self.team is None:
+            return None
+        snapshot = self.team.snapshot()
+        if snapshot is None or self.team.model_problem(self._model_name):
+            return None
+        return snapshot
+
+    def team_notice(self) -> str | None:
+        """Why results may lack the team pool's newest insights, or None when they do not:
+        it is unreachable (results come from the last snapshot loaded, or none), has not
+        answered yet, or uses another embedding model."""
+        if self.team is None:
+            return None
+        status = self.team.tier.status()
+        loaded = self.team.table.loaded
+        if loaded is not None and (problem := self.team.model_problem(self._model_name)):
+            return f"Team insights are left out: {problem}."
+        if status.reachable is False:
+            if loaded is None or status.loaded_at is None:
+                return (
+                    "The team pool did not answer: these results come from your personal "
+                    "memory only (`mtl-mcp doctor` says why)."
+                )
+            return (
+                "The team pool did not answer: its insights here come from the snapshot "
+                f"loaded at {status.loaded_at:%Y-%m-%d %H:%M:%S} UTC (`mtl-mcp doctor` says why)."
+            )
+        if loaded is None and not status.empty:
+            return (
+                "The team pool has not answered yet: these results come from your personal "
+                "memory only."
+            )
+        return None
 
     def get(self, insight: str) -> Insight:
         """One insight by id (retired ones too)."""
         snapshot = self._snapshot()
         position = snapshot.positions.get(insight)
+        if position is None and self.team is not None and (found := self.team.get(insight)):
+            return found
         if position is None:
             raise NotFoundError(
                 f"no insight has id {redact(insight)!r}: list ids with `mtl-mcp list` or "
@@ -377,9 +419,13 @@ class Memory:
             self._check_model()
             vector = self.embedder.embed_query(query)
         filters = {"domain": domain, "polarity": polarity, "category": category}
-        return queries.list_page(
-            snapshot, vector, filters, project, sort, limit, offset, include_retired
-        )
+        mask = queries.filter_mask(snapshot, filters, project, include_retired)
+        pools = [queries.Pool("personal", snapshot, mask)]
+        if self.team is not None and (team := self._team_snapshot()) is not None:
+            team_project = self.team.project(project) if project else None
+            team_mask = queries.filter_mask(team, filters, team_project, include_retired)
+            pools.append(self.team.pool(team, snapshot, team_mask))
+        return queries.list_page(pools, vector, sort, limit, offset)
 
     def export(self) -> Iterator[Insight]:
         """Every insight, retired ones included, as stored."""
@@ -390,13 +436,18 @@ class Memory:
         """Counts by domain, category, polarity and project, with the store's model and paths."""
         numbers = queries.counts(self._snapshot())
         meta = self.table.meta
-        return {
+        result = {
             **numbers,
             "embed_model": meta.get("embed_model"),
             "schema_version": int(meta.get("schema_version", SCHEMA_VERSION)),
             "data_dir": str(self.settings.home),
             "store_uri": self.settings.store_uri,
         }
+        if self.team is not None:
+            team = self.team.snapshot()
+            counts = queries.counts(team) if team is not None else None
+            result["team"] = stats_of(self.team, self._model_name, counts)
+        return result
 
     def vectors(self) -> LabelledVectors:
         """The active insights' embeddings and labels (the in-memory matrix, not a re-read)."""
@@ -414,6 +465,9 @@ class Memory:
         harmful = current.harmful + (0 if helpful else 1)
         if harmful >= self.settings.retire_after_harmful and harmful > 2 * current.helpful:
             values_sql["status"] = "'retired'"
+        if current.source == "team" and self.team is not None:
+            self.team.rate(insight, values_sql)  # notes stay personal: they are not shared
+            return self.get(insight)
         if note and note.strip():
             note_text = sql_string(redact(note.strip())[:500])
             values_sql["notes"] = (
@@ -428,6 +482,12 @@ class Memory:
         """Delete one insight. Older table versions keep its text until compaction prunes
         them (an hour later at the earliest): `purge` removes it from disk at once."""
         current = self.get(insight)
+        if current.source == "team":
+            raise InputError(
+                f"{insight} is in the team pool, not your memory: `mtl-mcp forget {insight} "
+                "--purge` removes an insight you shared; rate one shared by others as "
+                "harmful (rate_insight helpful=false) to retire it"
+            )
         self.table.delete(f"id = {sql_string(insight)}")
         self._changed()
         return current
@@ -441,10 +501,59 @@ class Memory:
         self._changed()
         return purged
 
+    # -- the team pool ---------------------------------------------------------------------------
+
+    def _team(self) -> TeamPool:
+        if self.team is None:
+            raise ConfigError(
+                "no team pool is configured: set MTL_MCP_TEAM_URI (or team_uri in "
+                f"{self.settings.config_file}) to its URI, e.g. s3://bucket/team"
+            )
+        return self.team
+
+    def share(
+        self,
+        ids: Sequence[str],
+        dry_run: bool = False,
+        policy: sharing.SharePolicy | None = None,
+    ) -> builtins.list[ShareResult]:
+        """Share insights of your memory with the team pool, after a second lint pass (and
+        `policy`, if given); one result per id, in order, then any the outbox held.
+
+        When the pool cannot take them now they wait in the outbox (status `queued`); every
+        call first retries what waits there. `dry_run` only screens them.
+        """
+        team = self._team()
+        ids = list(dict.fromkeys(ids))
+        if not dry_run:
+            ids += [i for i in team.outbox.pending() if i not in ids]
+        results, ready = sharing.screen_ids(self._snapshot(), ids, policy)
+        if not dry_run:
+            team.deliver(ready, results, self._model_name, self.settings.dedup_threshold)
+        return list(results.values())
+
+    def share_candidates(self, policy: sharing.SharePolicy) -> builtins.list[str]:
+        """Ids of the active insights `policy` would share that the pool lacks from you."""
+        team = self._team()
+        pool = team.snapshot()
+        shared = team.shared_in(pool) if pool is not None else set()
+        return sharing.candidates(self._snapshot(), shared, policy)
+
+    def purge_shared(self, ids: Collection[str]) -> tuple[int, int]:
+        """Purge from the team pool the insights among `ids` that you shared: the rows and
+        every copy of them in its objects. Returns (insights deleted, versions removed)."""
+        return self._team().purge(sorted(ids))
+
+    def shared_insights(self) -> builtins.list[Insight]:
+        """Every insight in the team pool that you shared, read from the pool now."""
+        return self._team().shared_by_me()
+
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every insight with the configured model and record it as the store's."""
         self._open()
-        with store_lock(self.settings, exclusive=True):  # writes meanwhile would be overwritten
+        with store_lock(
+            self.settings.local_store, exclusive=True
+        ):  # writes meanwhile would be overwritten
             backup.make_backup(self.settings, "reindex")  # the overwrite replaces every vector
             rows = self.table.rows_without_vectors()
             vectors: list[Vector] = []
@@ -461,8 +570,11 @@ class Memory:
             )
         return len(rows)
 
-    def flush(self) -> None:
-        """Write accumulated recall counts (recall stays a pure read on its hot path)."""
+    def flush(self, drain: bool = True) -> None:
+        """Write accumulated recall counts (recall stays a pure read on its hot path), and
+        (`drain`) retry the team outbox once per refresh interval while the pool answers."""
+        if drain:
+            self._drain_outbox()
         with self._lock:
             pending, self._pending_recalls = self._pending_recalls, Counter()
         by_count: dict[int, list[str]] = {}
@@ -482,6 +594,26 @@ class Memory:
                         self._pending_recalls.update(dict.fromkeys(group, times))
                 raise
             del by_count[count]
+
+    def _drain_outbox(self) -> None:
+        """Share what waits in the outbox, at most once per refresh interval, and only once
+        a background refresh has heard from the pool (an idle process starts one)."""
+        team = self.team
+        if team is None or not team.outbox.pending():
+            return
+        if team.tier.status().reachable is not True:
+            team.tier.refresh_when_due()
+            return
+        now = time.monotonic()
+        if now - self._drained_at < self.settings.refresh_seconds:
+            return
+        self._drained_at = now
+        try:
+            drained = self.share([])
+        except Retryable as exc:
+            logger.info("the team outbox waits: %s", exc)
+            return
+        logger.info("team outbox: %s", Counter(r.status for r in drained))
 
     # -- backups ---------------------------------------------------------------------------------
 
@@ -510,10 +642,12 @@ class Memory:
         return backup.inspect_store(self.settings)
 
     def close(self) -> None:
-        """Flush pending counters; the memory can be used again afterwards (it reopens)."""
+        """Flush pending counters; the memory can be used again afterwards (it reopens).
+        The team outbox is left for the next share or a running server: closing never
+        waits on the pool."""
         try:
-            self.flush()
+            self.flush(drain=False)
         finally:
-            self.table.close()
-            with self._lock:
-                self._keywords = None
+            self._personal.close()
+            if self.team is not None:
+                self.team.close()

@@ -74,6 +74,21 @@ class WritePlan:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     merges: list[tuple[str, InsightDraft]] = field(default_factory=list)
+    drafts: dict[str, Accepted] = field(default_factory=dict)  # by the id of each new row
+
+    def raced(self, stored: list[dict[str, Any]], results: list[RecordResult]) -> None:
+        """Turn the new rows another process stored first into merges.
+
+        `stored` holds the id and created_at of the rows found under the new ids after the
+        insert: one not created with ours is another writer's, and the unenforced primary
+        key kept it instead of ours, so this draft merges into it (support + 1).
+        """
+        ours = {row["id"]: row["created_at"] for row in self.rows}
+        for row in stored:
+            if row["id"] in ours and row["created_at"] != ours[row["id"]]:
+                item = self.drafts[row["id"]]
+                self.merges.append((row["id"], item.draft))
+                results[item.position].status = "merged"
 
 
 def plan_writes(
@@ -98,12 +113,13 @@ def plan_writes(
     for column, item in enumerate(accepted):
         vector = vectors[column]
         own = insight_id(item.draft)
-        target = _duplicate_of(
-            own, vector, similar[:, column], snapshot, plan, pending_vectors, threshold
+        target = duplicate_of(
+            own, vector, similar[:, column], snapshot, plan.rows, pending_vectors, threshold
         )
         result = results[item.position]
         if target is None:
             plan.rows.append(new_row(item.draft, provenance, item.score, vector))
+            plan.drafts[own] = item
             pending_vectors.append(vector)
             result.id = own
             continue
@@ -114,25 +130,26 @@ def plan_writes(
     return plan
 
 
-def _duplicate_of(
+def duplicate_of(
     own: str,
     vector: Vector,
     similar: Vector,
     snapshot: Snapshot,
-    plan: WritePlan,
+    pending: list[dict[str, Any]],
     pending_vectors: list[Vector],
     threshold: float,
 ) -> str | None:
     """The id of an existing (or earlier in this batch) near-identical insight, if any.
 
-    `similar` holds the draft's cosine similarity to every snapshot row (-inf if retired).
+    `similar` holds the draft's cosine similarity to every snapshot row (-inf if retired);
+    `pending` are the batch's new rows so far, `pending_vectors` their vectors.
     """
-    if own in snapshot.positions or any(row["id"] == own for row in plan.rows):
+    if own in snapshot.positions or any(row["id"] == own for row in pending):
         return own
     if pending_vectors:
         sims = np.asarray(pending_vectors) @ vector
         if sims.max() >= threshold:
-            return str(plan.rows[int(sims.argmax())]["id"])
+            return str(pending[int(sims.argmax())]["id"])
     if len(similar) and similar.max() >= threshold:
         return str(snapshot.rows.column("id")[int(similar.argmax())].as_py())
     return None
@@ -166,22 +183,23 @@ def new_row(
     return {**insight.model_dump(), "vector": vector.tolist()}
 
 
+def union_sql(column: str, values: Sequence[str]) -> str:
+    """An SQL expression: the list column with `values` added, each once."""
+    if not values:
+        return column
+    return (
+        f"array_distinct(array_concat(coalesce({column}, make_array()), "
+        f"make_array({', '.join(sql_string(v) for v in values)})))"
+    )
+
+
 def merge_sql(draft: InsightDraft, provenance: Provenance) -> dict[str, str]:
     """support + 1 and the union of tags, languages and projects, as one atomic SQL update."""
-
-    def union(column: str, values: Sequence[str]) -> str:
-        if not values:
-            return column
-        return (
-            f"array_distinct(array_concat(coalesce({column}, make_array()), "
-            f"make_array({', '.join(sql_string(v) for v in values)})))"
-        )
-
     return {
         "support": "support + 1",
         "updated_at": f"arrow_cast({sql_string(datetime.now(UTC).isoformat())}, "
         "'Timestamp(Microsecond, Some(\"UTC\"))')",
-        "tags": union("tags", draft.tags),
-        "languages": union("languages", draft.languages),
-        "projects": union("projects", [provenance.project] if provenance.project else []),
+        "tags": union_sql("tags", draft.tags),
+        "languages": union_sql("languages", draft.languages),
+        "projects": union_sql("projects", [provenance.project] if provenance.project else []),
     }

@@ -57,4 +57,5 @@ def count_lines(path: Path) -> int:
 def dump_jsonl(insights: Iterable[Insight]) -> Iterator[str]:
     """One JSON line per insight, the format `read_import` reads."""
     for insight in insights:
-        yield json.dumps(insight.model_dump(mode="json"), ensure_ascii=False)
+        # `source` says which store a listing came from; a file belongs to no store.
+        yield json.dumps(insight.model_dump(mode="json", exclude={"source"}), ensure_ascii=False)

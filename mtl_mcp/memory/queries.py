@@ -1,22 +1,39 @@
-"""Reading a snapshot: recall for a plan, a filtered page, counts. Pure, in memory.
+"""Reading snapshots: recall for a plan, a filtered page, counts. Pure, in memory.
 
-Filters are boolean masks over the snapshot's rows; rankings come from `mtl_mcp.index`.
+Filters are boolean masks over a snapshot's rows; rankings come from `mtl_mcp.index`. Recall
+and pages read one or two snapshots (the personal store and a team pool) as one: their
+candidates are scored together and ranked once.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mtl_mcp.index.bm25 import Bm25Index
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.index.fusion import fuse
+from mtl_mcp.index.fusion import Floats, Indices, fuse
 from mtl_mcp.index.methods import RecallMethod
-from mtl_mcp.schemas import Insight, ListSort, RecallHit, Scope
+from mtl_mcp.schemas import Insight, ListSort, RecallHit, Scope, Source
 from mtl_mcp.storage.snapshot import Mask, Snapshot
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One snapshot's rows that a query may return (`mask`), and where they are stored."""
+
+    source: Source
+    snapshot: Snapshot
+    mask: Mask
+    keywords: Bm25Index | None = None
+
+    def records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows at `indices`, each saying its source."""
+        return [{**r, "source": self.source} for r in self.snapshot.records(indices)]
 
 
 def recall_mask(
@@ -41,49 +58,96 @@ def recall_mask(
 
 
 def recall_hits(
-    snapshot: Snapshot,
-    keywords: Bm25Index | None,
+    pools: Sequence[Pool],
     query: Vector,
     plan: str,
-    mask: Mask,
     k: int,
     method: RecallMethod,
     min_score: float | None,
 ) -> list[RecallHit]:
-    """The top k rows under `mask` for a plan, fused from its dense and keyword rankings."""
-    indices, sims = snapshot.similarities(query, mask)
-    scores = (sims + method.rating_weight * snapshot.rating[indices]).astype(np.float32)
-    if min_score is not None:
-        keep = scores >= min_score
-        indices, sims, scores = indices[keep], sims[keep], scores[keep]
-    keyword = None
-    if keywords is not None:
-        scores_by_row = keywords.scores(plan)
-        if len(scores_by_row) < len(snapshot):  # rows appended since the index was built
-            tail = snapshot.texts(len(scores_by_row)).to_pylist()
-            scores_by_row = np.concatenate([scores_by_row, keywords.scores_of(plan, tail)])
-        keyword = scores_by_row[indices]
-    best = fuse(scores if method.dense else None, keyword, k)
-    records = snapshot.records([int(indices[i]) for i in best])
+    """The top k rows under the pools' masks for a plan, fused from the dense and keyword
+    rankings of all pools' candidates together (cosine similarities compare across pools;
+    BM25 scores come from each pool's own index, close enough for a fused rank)."""
+    owners, rows, sims, scores, keyword = [], [], [], [], []
+    for number, pool in enumerate(pools):
+        indices, similar = pool.snapshot.similarities(query, pool.mask)
+        rated = similar + method.rating_weight * pool.snapshot.rating[indices]
+        if min_score is not None:
+            keep = rated >= min_score
+            indices, similar, rated = indices[keep], similar[keep], rated[keep]
+        owners.append(np.full(len(indices), number, dtype=np.int64))
+        rows.append(indices)
+        sims.append(similar)
+        scores.append(rated.astype(np.float32))
+        if pool.keywords is not None:
+            keyword.append(_keyword_scores(pool.snapshot, pool.keywords, plan)[indices])
+    all_scores = np.concatenate(scores)
+    all_keyword = np.concatenate(keyword) if method.keywords and keyword else None
+    best = fuse(all_scores if method.dense else None, all_keyword, k)
+    owner, row, similarity = np.concatenate(owners), np.concatenate(rows), np.concatenate(sims)
     return [
         RecallHit.model_validate(
-            {**r, "score": round(float(scores[i]), 4), "similarity": round(float(sims[i]), 4)}
+            {
+                **record,
+                "score": round(float(all_scores[i]), 4),
+                "similarity": round(float(similarity[i]), 4),
+            }
         )
-        for r, i in zip(records, best, strict=True)
+        for i, record in zip(best, _records(pools, owner[best], row[best]), strict=True)
     ]
 
 
+def _keyword_scores(snapshot: Snapshot, keywords: Bm25Index, plan: str) -> Floats:
+    """BM25 scores of every row, rows appended since the index was built included."""
+    scores = keywords.scores(plan)
+    if len(scores) < len(snapshot):
+        tail = snapshot.texts(len(scores)).to_pylist()
+        scores = np.concatenate([scores, keywords.scores_of(plan, tail)])
+    return scores
+
+
+def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[str, Any]]:
+    """The rows at (pool, position) pairs, in that order: one take per pool."""
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for number, pool in enumerate(pools):
+        positions = [int(r) for r, o in zip(row, owner, strict=True) if o == number]
+        records = pool.records(positions) if positions else []
+        found.update(((number, r), x) for r, x in zip(positions, records, strict=True))
+    return [found[int(o), int(r)] for o, r in zip(owner, row, strict=True)]
+
+
 def list_page(
-    snapshot: Snapshot,
+    pools: Sequence[Pool],
     query: Vector | None,
-    filters: dict[str, str | None],
-    project: str | None,
     sort: ListSort,
     limit: int,
     offset: int,
-    include_retired: bool,
 ) -> tuple[list[Insight], int]:
-    """A page of rows matching column `filters`, by similarity to `query` or by `sort`."""
+    """A page of the pools' rows under their masks, by similarity to `query` or by `sort`."""
+    owners, rows, keys = [], [], []
+    for number, pool in enumerate(pools):
+        indices = np.flatnonzero(pool.mask)
+        if query is not None:
+            _, values = pool.snapshot.similarities(query, pool.mask)
+        else:
+            column = {"recent": "updated_at", "support": "support", "helpful": "helpful"}[sort]
+            values = pool.snapshot.rows.column(column).to_numpy(zero_copy_only=False)[indices]
+        owners.append(np.full(len(indices), number, dtype=np.int64))
+        rows.append(indices)
+        keys.append(values.astype(np.float64))
+    owner, row = np.concatenate(owners), np.concatenate(rows)
+    page = np.argsort(-np.concatenate(keys), kind="stable")[offset : offset + limit]
+    items = [Insight.model_validate(r) for r in _records(pools, owner[page], row[page])]
+    return items, len(row)
+
+
+def filter_mask(
+    snapshot: Snapshot,
+    filters: dict[str, str | None],
+    project: str | None,
+    include_retired: bool,
+) -> Mask:
+    """Rows matching column `filters` (and produced by `project`, if given)."""
     mask = np.ones(len(snapshot), dtype=bool)
     if not include_retired:
         mask &= snapshot.active
@@ -92,17 +156,7 @@ def list_page(
             mask &= snapshot.column_mask(column, [value])
     if project:
         mask &= snapshot.project_mask(project)
-    indices = np.flatnonzero(mask)
-    if query is not None:
-        _, sims = snapshot.similarities(query, mask)
-        order = np.argsort(-sims, kind="stable")
-    else:
-        key = {"recent": "updated_at", "support": "support", "helpful": "helpful"}[sort]
-        values = snapshot.rows.column(key).to_numpy(zero_copy_only=False)[indices]
-        order = np.argsort(-values.astype(np.float64), kind="stable")
-    page = indices[order][offset : offset + limit]
-    items = [Insight.model_validate(r) for r in snapshot.records([int(i) for i in page])]
-    return items, len(indices)
+    return mask
 
 
 def counts(snapshot: Snapshot) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
-from mtl_mcp.errors import MtlError
+from mtl_mcp.errors import MtlError, StoreUnavailable
 from mtl_mcp.index.embedder import default_model_file, get_embedder
 from mtl_mcp.learning.backends.select import CLI_BACKENDS, Chooser
 from mtl_mcp.memory import Memory
@@ -63,6 +63,8 @@ def _store(settings: Settings) -> Check:
     try:
         numbers = memory.stats()
         meta = memory.meta
+    except StoreUnavailable as exc:
+        return Check(name="store", ok=False, detail=str(exc), fix=_REACH_ADVICE)
     except MtlError as exc:
         return Check(
             name="store",
@@ -84,6 +86,48 @@ def _store(settings: Settings) -> Check:
             fix=f"run `mtl-mcp reindex` to re-embed with {settings.embed_model}",
         )
     return Check(name="store", ok=True, detail=detail)
+
+
+_REACH_ADVICE = (
+    "check the URI, the endpoint and credentials ([storage] in config.toml, or the standard "
+    "AWS_/GOOGLE_/AZURE_ variables and profiles), and that the object store is up"
+)
+TEAM_WAIT = 15.0  # seconds doctor waits for the team pool to answer
+
+
+def _team(settings: Settings) -> Check:
+    """The team pool: reachable, the same embedding model, and the outbox."""
+    memory = Memory(settings)
+    try:
+        team = memory.team
+        if team is None:  # run_checks asks only when one is configured
+            return Check(name="team pool", ok=True, required=False, detail="none configured")
+        waiting = len(team.outbox.pending())
+        outbox = f"; {waiting} shares waiting in the outbox" if waiting else ""
+        if not team.tier.probe(TEAM_WAIT):
+            error = team.tier.status().error or f"no answer within {TEAM_WAIT:.0f} s"
+            return Check(
+                name="team pool",
+                ok=False,
+                required=False,
+                detail=f"{settings.team_uri} is unreachable ({error}){outbox}",
+                fix=_REACH_ADVICE,
+            )
+        snapshot = team.table.loaded
+        if snapshot is None:
+            detail = f"{settings.team_uri}: empty (the first `mtl-mcp share` creates it){outbox}"
+            return Check(name="team pool", ok=True, required=False, detail=detail)
+        if problem := team.model_problem(settings.embed_model):
+            return Check(name="team pool", ok=False, required=False, detail=problem)
+        detail = (
+            f"{settings.team_uri}: {int(snapshot.active.sum())} active insights, "
+            f"{len(team.shared_in(snapshot))} shared by you{outbox}"
+        )
+        return Check(name="team pool", ok=True, required=False, detail=detail)
+    except MtlError as exc:
+        return Check(name="team pool", ok=False, required=False, detail=str(exc))
+    finally:
+        memory.close()
 
 
 def _distillation(settings: Settings) -> Check:
@@ -216,5 +260,7 @@ def run_checks(settings: Settings) -> list[Check]:
     if checks[0].ok:
         checks.append(_backups(settings))
         checks.append(_service(settings))
+    if settings.team_uri and checks[1].ok:
+        checks.append(_team(settings))
     checks.append(_distillation(settings))
     return checks

@@ -43,6 +43,10 @@ def _stats(memory: Memory, params: dict[str, Any]) -> Any:
     return memory.stats()
 
 
+def _team_notice(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.team_notice()
+
+
 def _record(memory: Memory, params: dict[str, Any]) -> Any:
     provenance = Provenance.model_validate(params["provenance"])
     results = memory.record(params["drafts"], provenance, params.get("project_name"))
@@ -69,6 +73,7 @@ _METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
     "list": _list,
     "get": _get,
     "stats": _stats,
+    "team_notice": _team_notice,
     "record": _record,
     "rate": _rate,
     "forget": _forget,
@@ -135,6 +140,10 @@ class ServiceMemory:
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("stats")
         return result
+
+    def team_notice(self) -> str | None:
+        notice: str | None = self._call("team_notice")
+        return notice
 
     def record(
         self,

@@ -123,7 +123,7 @@ def make_backup(
 
     Older backups beyond the newest BACKUPS_KEPT are deleted, except `protect`.
     """
-    source = connect(settings.store_uri)
+    source = connect(settings.store_uri, storage_options=settings.storage)
     with lance_errors(f"opening {settings.store_uri}", "run `mtl-mcp doctor`"):
         if TABLE not in source.list_tables().tables:
             return None
@@ -212,7 +212,7 @@ def inspect_store(settings: Settings) -> str | None:
                     "missing or empty), so none of its data can be found"
                 )
     try:
-        db = connect(uri)
+        db = connect(uri, storage_options=settings.storage)
         with lance_errors("reading the store", "run `mtl-mcp doctor`"):
             for name in (TABLE, META_TABLE):
                 for _ in db.open_table(name).search().limit(None).to_batches(_BATCH):
@@ -244,9 +244,11 @@ def restore_backup(settings: Settings, backup: BackupInfo) -> RestoreResult:
             "`mtl-mcp backup --list`"
         ) from exc
     result = RestoreResult(restored=backup, insights=0)
-    with store_lock(settings, exclusive=True):
-        if settings.local_store is None:
-            result.insights = _overwrite_remote(source, settings.store_uri)
+    with store_lock(settings.local_store, exclusive=True):
+        if settings.local_store is None:  # on object storage: overwritten in place
+            if inspect_store(settings) is None:
+                result.saved_as = make_backup(settings, "pre-restore", protect=backup.path)
+            result.insights = _overwrite_remote(source, settings)
             return result
         store = settings.local_store
         aside = store.with_name(f".{store.name}.replaced-{_stamp()}")
@@ -272,8 +274,9 @@ def restore_backup(settings: Settings, backup: BackupInfo) -> RestoreResult:
     return result
 
 
-def _overwrite_remote(source: DBConnection, uri: str) -> int:
-    target = connect(uri)
+def _overwrite_remote(source: DBConnection, settings: Settings) -> int:
+    uri = settings.store_uri
+    target = connect(uri, storage_options=settings.storage)
     with lance_errors(f"restoring into {uri}", "retry; the backup is unchanged"):
         data = source.open_table(TABLE).to_arrow()
         target.create_table(TABLE, data=data, mode="overwrite")

@@ -3,6 +3,12 @@
 LanceDB raises builtin exceptions (RuntimeError, OSError, ValueError) carrying the Rust
 error's message, so the table classifies by type and message. Nothing above the storage
 layer sees a LanceDB exception.
+
+A store may be a directory or an object-store URI (s3://, gs://, az://, ...). LanceDB reads
+credentials from the standard environment and profiles; `Settings.storage` (the config
+file's [storage] table) adds options such as an S3-compatible endpoint, over timeouts of
+our own: LanceDB's defaults wait minutes for a server that accepts connections and never
+answers.
 """
 
 from __future__ import annotations
@@ -11,14 +17,15 @@ import contextlib
 import os
 import re
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mtl_mcp.config import private_umask
-from mtl_mcp.errors import MtlError, StoreBusy, StoreDamaged, StoreError
+from mtl_mcp.config import local_path, private_umask
+from mtl_mcp.errors import MtlError, StoreBusy, StoreDamaged, StoreError, StoreUnavailable
 from mtl_mcp.storage.schema import ids_predicate
+from mtl_mcp.text.redact import redact
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection
@@ -26,9 +33,30 @@ if TYPE_CHECKING:
 
 # (exception types, message pattern, our class): the first row that matches decides.
 _Translation = tuple[tuple[type[BaseException], ...], re.Pattern[str], type[StoreError]]
+_LANCE = (RuntimeError, OSError, ValueError)
 _TRANSLATIONS: tuple[_Translation, ...] = (
     # Optimistic concurrency: another writer committed first. Retrying the write helps.
-    ((RuntimeError, OSError, ValueError), re.compile(r"conflict|retryable", re.I), StoreBusy),
+    # (An overwrite by a restore or reindex elsewhere makes an update "incompatible".)
+    (
+        _LANCE,
+        re.compile(
+            r"conflict|retryable|too many concurrent writers|incompatible transaction", re.I
+        ),
+        StoreBusy,
+    ),
+    # A bucket that does not exist is a setting to fix, not damage or an outage.
+    (_LANCE, re.compile(r"NoSuchBucket|bucket does not exist", re.I), StoreError),
+    # The object store did not answer: network, endpoint or service down. Nothing changed.
+    (
+        _LANCE,
+        re.compile(
+            r"error sending request|connection refused|tcp connect|timed out|dns error"
+            r"|connection reset|connection closed|broken pipe|failed to connect to namespace"
+            r"|service unavailable|slow ?down",
+            re.I,
+        ),
+        StoreUnavailable,
+    ),
     # A data file, manifest or index that is missing, truncated or overwritten.
     (
         (OSError, RuntimeError, ValueError),
@@ -43,9 +71,22 @@ _TRANSLATIONS: tuple[_Translation, ...] = (
 _RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
 
 
+# Bounds on every request to an object store; the config file's [storage] overrides them.
+REMOTE_DEFAULTS = {
+    "connect_timeout": "2s",
+    "timeout": "30s",
+    "client_max_retries": "2",
+    "client_retry_timeout": "10",
+}
+
+
 def lance_message(exc: BaseException) -> str:
-    """A LanceDB error's message without the Rust source location it ends with."""
-    return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
+    """A LanceDB error's message without the Rust source location it ends with, any secret
+    the redactor recognizes replaced, and cut to a readable length (an object-store error
+    can run to kilobytes of nested debug output)."""
+    message = _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
+    message = redact(message)
+    return message if len(message) <= 600 else message[:600] + "…"
 
 
 def classify(exc: BaseException) -> type[StoreError]:
@@ -70,29 +111,53 @@ def lance_errors(doing: str, advice: str) -> Iterator[None]:
         raise classify(exc)(f"{doing} failed ({lance_message(exc)}): {advice}") from exc
 
 
-def connect(uri: str | Path, *, consistent: bool = False) -> DBConnection:
+def connect(
+    uri: str | Path,
+    *,
+    consistent: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> DBConnection:
     """A LanceDB connection; `consistent` re-checks the latest version on every read, so
-    other processes' writes are seen at once."""
+    other processes' writes are seen at once (on object storage that costs a LIST request
+    per read: callers there refresh on an interval instead).
+
+    `storage_options` apply to object-store URIs only, over REMOTE_DEFAULTS.
+    """
     os.environ.setdefault("LANCEDB_LOG", "error")  # Rust-side warnings would hit stderr per query
     import lancedb
 
     private_umask()  # LanceDB's own files too: insights are private to their owner
-    with lance_errors(
-        f"opening the store at {uri}", "check the path and its permissions, or run `mtl-mcp doctor`"
-    ):
+    remote = local_path(str(uri)) is None
+    advice = (
+        "check the URI, the endpoint and credentials ([storage] in config.toml, or the "
+        "standard AWS_/GOOGLE_/AZURE_ variables) and that the object store is up"
+        if remote
+        else "check the path and its permissions, or run `mtl-mcp doctor`"
+    )
+    with lance_errors(f"opening the store at {uri}", advice):
+        if remote:
+            options = {**REMOTE_DEFAULTS, **(storage_options or {})}
+            return lancedb.connect(str(uri), storage_options=options)
         if consistent:
             return lancedb.connect(str(uri), read_consistency_interval=timedelta(0))
         return lancedb.connect(str(uri))
 
 
-def rewrite_without(table: Table, ids: Collection[str]) -> tuple[int, int]:
+def rewrite_without(
+    table: Table, ids: Collection[str], *, others_may_write: bool = False
+) -> tuple[int, int]:
     """Delete rows by id and leave no copy of them in any file of the table's directory.
 
     Lance deletes are soft and compaction skips a fragment with few deleted rows, so every
     remaining row is rewritten into new files; then every older version and any file no
     version references is removed. Ids, not the matched text, go into the delete predicate:
     Lance keeps a delete's predicate in its transaction file. Returns (rows deleted,
-    versions removed). Callers hold the store lock exclusively.
+    versions removed).
+
+    Callers hold the store lock exclusively, or, on object storage where no lock reaches
+    other machines, pass `others_may_write`: then files no version references yet (another
+    writer's commit in flight) are left alone; removing them breaks the table for good.
+    The older versions' files are still removed.
     """
     before = table.count_rows()
     if ids:
@@ -103,5 +168,5 @@ def rewrite_without(table: Table, ids: Collection[str]) -> tuple[int, int]:
     with warnings.catch_warnings():
         # It warns that readers of older versions will fail: the purge is meant to do that.
         warnings.simplefilter("ignore", UserWarning)
-        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=not others_may_write)
     return deleted, versions - len(table.list_versions())

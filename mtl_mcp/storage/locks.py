@@ -1,4 +1,9 @@
-"""Advisory file locks shared by processes on one machine."""
+"""Advisory file locks shared by processes on one machine.
+
+They guard a store in a local directory. A store on object storage is shared by machines no
+lock file reaches: there every function here is a no-op (`store` is None), and the callers
+rely on LanceDB's commit protocol instead (`mtl_mcp.storage.table`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mtl_mcp.config import Settings
 from mtl_mcp.errors import StoreError
 
 PURGE_LOCK_WAIT = 60.0  # seconds a purge waits for in-flight writes to finish
@@ -49,42 +53,42 @@ def try_exclusive(path: Path, wait: float = 0.0) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def store_lock(settings: Settings, exclusive: bool = False) -> Iterator[None]:
+def store_lock(store: Path | None, exclusive: bool = False) -> Iterator[None]:
     """An advisory lock beside a local store: writes share it, a purge or restore holds it alone.
 
     A purge deletes every file no committed version references, which would include the
     files of a write in flight in another process; the lock makes it wait for those.
     """
-    if settings.local_store is None:
+    if store is None:
         yield
         return
-    with _lock_file(Path(f"{settings.local_store}.lock")) as fd:
+    with _lock_file(Path(f"{store}.lock")) as fd:
         if not exclusive:
             fcntl.flock(fd, fcntl.LOCK_SH)
         elif not _lock_within(fd, PURGE_LOCK_WAIT):
             raise StoreError(
-                f"other processes kept writing to {settings.store_uri} for "
+                f"other processes kept writing to {store} for "
                 f"{PURGE_LOCK_WAIT:.0f} s: stop the running mtl-mcp servers and retry"
             )
         yield
 
 
 @contextlib.contextmanager
-def try_store_lock(settings: Settings, suffix: str) -> Iterator[bool]:
+def try_store_lock(store: Path | None, suffix: str) -> Iterator[bool]:
     """A non-blocking exclusive lock beside a local store: True if this process holds it."""
-    if settings.local_store is None:
+    if store is None:
         yield True
         return
-    with try_exclusive(Path(f"{settings.local_store}{suffix}")) as mine:
+    with try_exclusive(Path(f"{store}{suffix}")) as mine:
         yield mine
 
 
 @contextlib.contextmanager
-def creating(settings: Settings) -> Iterator[None]:
+def creating(store: Path | None) -> Iterator[None]:
     """Serialize creating a new local store: a second process must not see it half made."""
-    if settings.local_store is None:
+    if store is None:
         yield
         return
-    with _lock_file(Path(f"{settings.local_store}.create.lock")) as fd:
+    with _lock_file(Path(f"{store}.create.lock")) as fd:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -2,6 +2,10 @@
 
 The store is two LanceDB tables in one database: `insights` (one row per insight, with its
 vector) and `meta` (key/value: schema version, embedding model, vector dimension).
+
+A team pool is the same two tables with one more column, `shared_by`: the opaque ids of the
+members who shared each insight (its `support` counts them). Its meta table also holds a
+random `project_salt`, so project identities reach the pool only as keyed hashes.
 """
 
 from __future__ import annotations
@@ -13,16 +17,20 @@ import pyarrow as pa
 TABLE = "insights"
 META_TABLE = "meta"
 SCHEMA_VERSION = 1
+SHARED_BY = "shared_by"
+# Field metadata making a column the unenforced primary key merge_insert relies on: two
+# writers inserting one new key at once make one row.
+PRIMARY_KEY = {b"lance-schema:unenforced-primary-key:position": b"1"}
+PROJECT_SALT = "project_salt"
 
 
-def insight_schema(dim: int) -> pa.Schema:
+def insight_schema(dim: int, team: bool = False) -> pa.Schema:
     """The table's Arrow schema. `id` is the unenforced primary key merge_insert relies on."""
     text, texts, count = pa.string(), pa.list_(pa.string()), pa.int32()
     when = pa.timestamp("us", tz="UTC")
-    pk = {b"lance-schema:unenforced-primary-key:position": b"1"}
     return pa.schema(
         [
-            pa.field("id", text, nullable=False, metadata=pk),
+            pa.field("id", text, nullable=False, metadata=PRIMARY_KEY),
             *(pa.field(name, text) for name in ("title", "description", "content")),
             *(pa.field(name, text) for name in ("polarity", "category", "domain")),
             pa.field("languages", texts),
@@ -37,12 +45,21 @@ def insight_schema(dim: int) -> pa.Schema:
             pa.field("abstraction_score", pa.float32()),
             pa.field("notes", texts),
             pa.field("vector", pa.list_(pa.float32(), dim)),
+            *([pa.field(SHARED_BY, texts)] if team else []),
         ]
     )
 
 
 META_SCHEMA = pa.schema(
-    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())]
+    [
+        pa.field(
+            "key",
+            pa.string(),
+            nullable=False,
+            metadata=PRIMARY_KEY,
+        ),
+        pa.field("value", pa.string()),
+    ]
 )
 
 

@@ -2,15 +2,23 @@
 
 Safe with several processes at once: the table has an (unenforced) primary key on `id`, so
 concurrent `merge_insert`s of one id never duplicate it; counters change through SQL
-increments, not read-modify-write; the connection re-checks the latest version on every
-read, so one process's writes are visible to the others; a write that meets another
-writer's commit is retried; the table is compacted now and then by one process at a time.
+increments, not read-modify-write; a write that meets another writer's commit is retried;
+the table is compacted now and then by one process at a time.
+
+In a local directory, the connection re-checks the latest version on every read, so one
+process's writes are visible to the others at once, and lock files beside the store order
+compaction and purges. On object storage (many machines, no shared lock file, and a LIST
+request per version check) the snapshot is reloaded when this process wrote, or when
+`refresh()` finds other machines' writes; every write starts from the latest version; and
+the compaction turn goes to the writer whose commit made the version a multiple of
+OPTIMIZE_EVERY, which LanceDB's commit protocol gives to exactly one writer.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -20,12 +28,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, local_path
 from mtl_mcp.errors import StoreBusy, StoreDamaged, StoreError
 from mtl_mcp.storage.backup import make_backup
 from mtl_mcp.storage.lance import connect, lance_errors, rewrite_without
 from mtl_mcp.storage.locks import creating, store_lock, try_store_lock
-from mtl_mcp.storage.schema import META_SCHEMA, META_TABLE, SCHEMA_VERSION, TABLE, insight_schema
+from mtl_mcp.storage.schema import (
+    META_SCHEMA,
+    META_TABLE,
+    PROJECT_SALT,
+    SCHEMA_VERSION,
+    TABLE,
+    insight_schema,
+)
 from mtl_mcp.storage.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -35,7 +50,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
+KEEP_VERSIONS = timedelta(hours=1)  # how long compaction keeps older versions, locally
+KEEP_REMOTE_VERSIONS = timedelta(minutes=10)  # and on object storage
 WRITE_ATTEMPTS = 6
+CREATE_ATTEMPTS = 6  # opens of a store another machine is creating (about 4 s in all)
 T = TypeVar("T")
 DOCTOR = "run `mtl-mcp doctor`: it says what is damaged and which backup restores it"
 
@@ -44,16 +62,26 @@ ModelInfo = Callable[[], tuple[str, int]]
 
 
 class InsightTable:
-    """One store's insight and meta tables. Opens lazily; every method is thread-safe."""
+    """One store's insight and meta tables. Opens lazily; every method is thread-safe.
 
-    def __init__(self, settings: Settings, model_info: ModelInfo) -> None:
+    `uri` defaults to the settings' store; `team` makes it a team pool (`storage.schema`).
+    """
+
+    def __init__(
+        self, settings: Settings, model_info: ModelInfo, uri: str | None = None, team: bool = False
+    ) -> None:
         self.settings = settings
+        self.uri = uri or settings.store_uri
+        self.local = local_path(self.uri)  # None on object storage
+        self.team = team
         self._model_info = model_info
         self._lock = threading.RLock()
+        self._writing = threading.Lock()  # one write at a time in this process
         self._db: DBConnection | None = None
         self._table: Table | None = None
         self._meta: dict[str, str] = {}
         self._snapshot: Snapshot | None = None
+        self._written = 0  # on object storage: the version of this process's last write
         self._last_optimized = 0
         self.created = False  # whether opening created a new, empty store
 
@@ -62,23 +90,26 @@ class InsightTable:
     @property
     def meta(self) -> dict[str, str]:
         """The meta table as of the last open or snapshot: schema version, model, dim."""
-        self.open()
+        if not self._meta:
+            self.open()
         return dict(self._meta)
 
     def _connect(self) -> DBConnection:
         if self._db is None:
-            if self.settings.local_store is not None:
+            if self.local is not None:
                 self.settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._db = connect(self.settings.store_uri, consistent=True)
+            self._db = connect(
+                self.uri, consistent=self.local is not None, storage_options=self.settings.storage
+            )
         return self._db
 
     def exists(self) -> bool:
-        """Whether the store was created already; asking does not create it."""
-        with self._lock:
-            if self._table is not None:
-                return True
-            with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
-                return TABLE in self._connect().list_tables().tables
+        """Whether the store was created already; asking does not create it. (No lock: on
+        object storage this may wait on the network, and readers must not wait with it.)"""
+        if self._table is not None:
+            return True
+        with lance_errors(f"reading the store at {self.uri}", DOCTOR):
+            return TABLE in self._connect().list_tables().tables
 
     def open(self) -> Table:
         """The LanceDB table, opened (and created, checked, migrated) on first use."""
@@ -86,15 +117,20 @@ class InsightTable:
             if self._table is not None:
                 return self._table
             db = self._connect()
-            with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
-                with creating(self.settings):
-                    table = self._open_or_create(db)
-                rows = db.open_table(META_TABLE).to_arrow().to_pylist()
-            self._meta = {row["key"]: row["value"] for row in rows}
+            for attempt in range(1, CREATE_ATTEMPTS + 1):
+                try:
+                    table, self._meta = self._open_complete(db)
+                    break
+                except StoreDamaged:
+                    # On object storage no lock keeps a store half made by another machine
+                    # from view: its tables appear one by one, then the meta rows.
+                    if self.local is not None or attempt == CREATE_ATTEMPTS:
+                        raise
+                    time.sleep(0.2 * attempt)
             for key in ("schema_version", "dim"):
                 if not self._meta.get(key, "0").isdigit():
                     raise StoreDamaged(
-                        f"the store's meta table in {self.settings.store_uri} is damaged "
+                        f"the store's meta table in {self.uri} is damaged "
                         f"({key}={self._meta.get(key)!r}): {DOCTOR}"
                     )
             self._migrate(table)
@@ -102,13 +138,30 @@ class InsightTable:
             self._last_optimized = table.version
             return table
 
+    def _open_complete(self, db: DBConnection) -> tuple[Table, dict[str, str]]:
+        """The insight table (created if new) and the meta table's entries; StoreDamaged
+        if a table or a meta entry is missing."""
+        with lance_errors(f"reading the store at {self.uri}", DOCTOR):
+            with creating(self.local):
+                table = self._open_or_create(db)
+            rows = db.open_table(META_TABLE).to_arrow().to_pylist()
+        meta = {row["key"]: row["value"] for row in rows}
+        missing = {"schema_version", "dim", "embed_model"} - set(meta)
+        if self.team:
+            missing |= {PROJECT_SALT} - set(meta)
+        if missing and self.local is None:  # a local store predates some keys: _migrate
+            raise StoreDamaged(
+                f"the store's meta table in {self.uri} lacks {sorted(missing)}: {DOCTOR}"
+            )
+        return table, meta
+
     def _open_or_create(self, db: DBConnection) -> Table:
         """The insight table (and its meta table), created if this is a new store."""
         created = TABLE not in db.list_tables().tables
-        local = self.settings.local_store
+        local = self.local
         if created and local is not None and (local / f"{TABLE}.lance").is_dir():
             raise StoreDamaged(
-                f"the store at {self.settings.store_uri} is damaged: the insight table's "
+                f"the store at {self.uri} is damaged: the insight table's "
                 f"version manifests are missing. {DOCTOR}"
             )
         if not created:
@@ -118,12 +171,18 @@ class InsightTable:
             table.search().select(["id"]).limit(None).to_arrow()
             return table
         name, dim = self._model_info()
-        table = db.create_table(TABLE, schema=insight_schema(dim), exist_ok=True)
+        table = db.create_table(TABLE, schema=insight_schema(dim, self.team), exist_ok=True)
         meta = db.create_table(META_TABLE, schema=META_SCHEMA, exist_ok=True)
         fresh = {"schema_version": str(SCHEMA_VERSION), "dim": str(dim), "embed_model": name}
+        if self.team:
+            fresh[PROJECT_SALT] = secrets.token_hex(16)
         if meta.count_rows() == 0:
+            # Two machines creating one pool at once: the key's unenforced primary key keeps
+            # one salt, the first committed, and both read that one.
             meta.merge_insert("key").when_not_matched_insert_all().execute(
-                pa.Table.from_pylist([{"key": k, "value": v} for k, v in fresh.items()])
+                pa.Table.from_pylist(
+                    [{"key": k, "value": v} for k, v in fresh.items()], schema=meta.schema
+                )
             )
         self.created = True
         return table
@@ -133,16 +192,17 @@ class InsightTable:
         version = int(self._meta.get("schema_version", "0"))
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"the store at {self.settings.store_uri} was written by a newer mtl-mcp "
+                f"the store at {self.uri} was written by a newer mtl-mcp "
                 f"(schema {version}, this one reads {SCHEMA_VERSION}): upgrade with "
                 "`pip install -U mtl-mcp`"
             )
-        expected = insight_schema(int(self._meta.get("dim", "384")))
+        expected = insight_schema(int(self._meta.get("dim", "384")), self.team)
         missing = [f for f in expected if f.name not in table.schema.names]
         if not missing and version == SCHEMA_VERSION:
             return
-        make_backup(self.settings, "migration")
-        with lance_errors(f"migrating the store at {self.settings.store_uri}", DOCTOR):
+        if not self.team:  # a team pool is backed up by its object store, not by each member
+            make_backup(self.settings, "migration")
+        with lance_errors(f"migrating the store at {self.uri}", DOCTOR):
             if missing:
                 logger.info("migrating store: adding columns %s", [f.name for f in missing])
                 table.add_columns(missing)
@@ -151,7 +211,7 @@ class InsightTable:
 
     def set_meta(self, values: dict[str, str]) -> None:
         """Insert or replace meta entries (the embedding model after a reindex, say)."""
-        with lance_errors(f"writing the meta table of {self.settings.store_uri}", DOCTOR):
+        with lance_errors(f"writing the meta table of {self.uri}", DOCTOR):
             meta = self._connect().open_table(META_TABLE)
             rows = pa.Table.from_pylist(
                 [{"key": k, "value": v} for k, v in values.items()], schema=meta.schema
@@ -164,22 +224,63 @@ class InsightTable:
     # -- the snapshot ------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """The rows and vectors of the latest version, reloaded only when it changed."""
+        """The rows and vectors of the table, as of the latest version this process knows.
+
+        In a local directory that is the latest version, re-checked on every call. On object
+        storage it is the last one loaded, reloaded here only after this process wrote;
+        `refresh()` brings in other machines' writes.
+        """
         table = self.open()
         with self._lock:
-            version = table.version
-            if self._snapshot is None or self._snapshot.version != version:
-                with lance_errors(
-                    f"reading the store at {self.settings.store_uri}",
-                    "retry; if it persists run `mtl-mcp doctor`",
-                ):
-                    # Another process may have reindexed (model, dimension): reread the meta.
-                    meta_rows = self._connect().open_table(META_TABLE).to_arrow().to_pylist()
-                    self._meta = {row["key"]: row["value"] for row in meta_rows}
-                    pinned = self._connect().open_table(TABLE)
-                    pinned.checkout(version)  # both scans of the snapshot see the same rows
-                    self._snapshot = Snapshot.load(pinned, int(self._meta.get("dim", "384")))
+            current = self._snapshot
+            if self.local is None:
+                if current is None or current.version < self._written:
+                    current = self._snapshot = self._load(None)
+            elif current is None or current.version != table.version:
+                current = self._snapshot = self._load(table.version)
+            return current
+
+    @property
+    def loaded(self) -> Snapshot | None:
+        """The snapshot last loaded (or patched), without looking at the table. No lock:
+        an open on object storage holds it while it waits on the network."""
+        return self._snapshot
+
+    def refresh(self) -> Snapshot:
+        """Look for other writers' commits now and load them, if any (one LIST request when
+        nothing changed). Slow network work happens outside the lock: readers of the
+        current snapshot never wait for it."""
+        self.open()
+        with self._lock:
+            current = self._snapshot
+        with lance_errors(
+            f"reading the store at {self.uri}", "retry; if it persists run `mtl-mcp doctor`"
+        ):
+            latest = self._connect().open_table(TABLE).version
+        if current is not None and current.version >= latest:
+            return current
+        loaded = self._load(None)
+        with self._lock:
+            if self._snapshot is None or loaded.version > self._snapshot.version:
+                self._snapshot = loaded
             return self._snapshot
+
+    def _load(self, version: int | None) -> Snapshot:
+        """A snapshot of `version` (None: the latest), with the meta table reread: another
+        process may have reindexed (model, dimension)."""
+        with lance_errors(
+            f"reading the store at {self.uri}", "retry; if it persists run `mtl-mcp doctor`"
+        ):
+            meta_rows = self._connect().open_table(META_TABLE).to_arrow().to_pylist()
+            meta = {row["key"]: row["value"] for row in meta_rows}
+            pinned = self._connect().open_table(TABLE)
+            # Both scans of the snapshot see the same rows: a local handle would otherwise
+            # follow new versions; one on object storage stays at the version it opened.
+            pinned.checkout(pinned.version if version is None else version)
+            snapshot = Snapshot.load(pinned, int(meta.get("dim", "384")))
+        with self._lock:
+            self._meta = meta
+        return snapshot
 
     def forget_snapshot(self) -> None:
         """Drop the cached snapshot: the next read loads the table afresh."""
@@ -197,16 +298,15 @@ class InsightTable:
         only one since the snapshot was read, patching replaces a full reload.
         """
         table = self.open()
-        with store_lock(self.settings):
-            before = table.version
+        with self._writing, store_lock(self.local):
             result = self._attempt(table, action)
             with self._lock:
                 snapshot, after = self._snapshot, table.version
-                if patch and snapshot and snapshot.version == before and after == before + 1:
+                if patch and snapshot and after == snapshot.version + 1:
                     patch(snapshot)
                     snapshot.version = after
-            if table.version - self._last_optimized >= OPTIMIZE_EVERY:
-                self._last_optimized = table.version
+                self._written = after
+            if self._compaction_turn(after):
                 self._compact(table)
         return result
 
@@ -214,27 +314,58 @@ class InsightTable:
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 with lance_errors(
-                    f"writing to {self.settings.store_uri}",
-                    "retry; if it persists run `mtl-mcp doctor`",
+                    f"writing to {self.uri}", "retry; if it persists run `mtl-mcp doctor`"
                 ):
+                    if self.local is None:
+                        # A handle on object storage stays at the version it last saw: an
+                        # update would miss rows other machines added since.
+                        _follow_latest(table)
                     return action(table)
             except StoreBusy:
                 if attempt == WRITE_ATTEMPTS:
                     raise
                 time.sleep(random.uniform(0.01, 0.05) * attempt)
+            except StoreDamaged as exc:
+                # On object storage, another machine's purge may have removed the version
+                # this write started from: from the latest one, it goes through.
+                if self.local is not None or attempt == WRITE_ATTEMPTS:
+                    raise
+                logger.info("write retried from the latest version: %s", exc)
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def insert(self, rows: list[dict[str, Any]]) -> None:
+    def _compaction_turn(self, version: int) -> bool:
+        """Whether this process should compact after its write made `version`."""
+        if self.local is None:
+            return version % OPTIMIZE_EVERY == 0  # exactly one commit makes each version
+        if version - self._last_optimized >= OPTIMIZE_EVERY:
+            self._last_optimized = version
+            return True
+        return False
+
+    def insert(self, rows: list[dict[str, Any]]) -> int:
         """Insert rows whose ids are new; an id already present (another writer) is kept.
-        The in-memory snapshot gains them too, when no other writer came between."""
+        The in-memory snapshot gains them too, when no other writer came between. Returns
+        how many rows were inserted."""
         if not rows:
-            return
+            return 0
         data = pa.Table.from_pylist(rows, schema=self.open().schema)
         vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
-        self.write(
+        result = self.write(
             lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data),
             patch=lambda snapshot: snapshot.append(data.drop_columns(["vector"]), vectors),
         )
+        return int(result.num_inserted_rows)
+
+    def read(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
+        """`columns` of the rows matching `where`, read from the latest version now."""
+        table = self.open()
+        with self._writing, lance_errors(f"reading the store at {self.uri}", "retry"):
+            if self.local is None:  # not while a write of this process uses the handle
+                _follow_latest(table)
+            rows: list[dict[str, Any]] = (
+                table.search().where(where).select(columns).limit(None).to_arrow().to_pylist()
+            )
+        return rows
 
     def update(
         self,
@@ -250,13 +381,16 @@ class InsightTable:
 
     def _compact(self, table: Table) -> None:
         """Compact, unless another process is at it (servers reach the threshold together)."""
-        with try_store_lock(self.settings, ".compact.lock") as mine:
+        with try_store_lock(self.local, ".compact.lock") as mine:
             if not mine:
                 return
             try:
-                with lance_errors(f"compacting {self.settings.store_uri}", "skipped"):
-                    # Versions younger than an hour stay, so concurrent readers keep theirs.
-                    table.optimize(cleanup_older_than=timedelta(hours=1))
+                with lance_errors(f"compacting {self.uri}", "skipped"):
+                    # Younger versions stay, so concurrent readers keep theirs. On object
+                    # storage every version check lists them all, and a reader there holds
+                    # a version only while it loads a snapshot: minutes are plenty.
+                    keep = KEEP_VERSIONS if self.local is not None else KEEP_REMOTE_VERSIONS
+                    table.optimize(cleanup_older_than=keep)
             except StoreBusy as exc:  # a write committed first: harmless, next time
                 logger.info("compaction deferred: %s", exc)
                 return
@@ -274,11 +408,12 @@ class InsightTable:
         Returns (rows deleted, versions removed).
         """
         table = self.open()
-        with self._lock, store_lock(self.settings, exclusive=True):
-            with lance_errors(
-                f"purging {self.settings.store_uri}", "nothing was lost: run the purge again"
-            ):
-                result = rewrite_without(table, ids)
+        remote = self.local is None
+        with self._lock, self._writing, store_lock(self.local, exclusive=True):
+            with lance_errors(f"purging {self.uri}", "nothing was lost: run the purge again"):
+                if remote:
+                    _follow_latest(table)
+                result = rewrite_without(table, ids, others_may_write=remote)
             self._snapshot = None
             self._last_optimized = table.version
         return result
@@ -286,7 +421,9 @@ class InsightTable:
     def rows_without_vectors(self) -> list[dict[str, Any]]:
         """Every row, vector column left out (for a reindex)."""
         table = self.open()
-        with lance_errors(f"reading the store at {self.settings.store_uri}", DOCTOR):
+        with lance_errors(f"reading the store at {self.uri}", DOCTOR):
+            if self.local is None:
+                _follow_latest(table)
             rows: list[dict[str, Any]] = table.to_arrow().drop_columns(["vector"]).to_pylist()
         return rows
 
@@ -295,7 +432,7 @@ class InsightTable:
         Callers hold the store lock exclusively: writes meanwhile would be lost."""
         data = pa.Table.from_pylist(rows, schema=insight_schema(dim))
         with self._lock:
-            with lance_errors(f"rewriting {self.settings.store_uri}", DOCTOR):
+            with lance_errors(f"rewriting {self.uri}", DOCTOR):
                 self._table = self._connect().create_table(TABLE, data=data, mode="overwrite")
             self.set_meta({"embed_model": model_name, "dim": str(dim)})
             self._snapshot = None
@@ -305,3 +442,8 @@ class InsightTable:
         with self._lock:
             self._table = None
             self._snapshot = None
+
+
+def _follow_latest(table: Table) -> None:
+    """Move a handle on object storage to the latest version (one LIST request)."""
+    table.checkout_latest()  # type: ignore[no-untyped-call]  # untyped in lancedb 0.40

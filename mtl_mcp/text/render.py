@@ -25,6 +25,7 @@ def one_line(text: str | None, limit: int | None = None) -> str:
 def _note(n: int, insight: Insight | RecallHit, facts: str) -> str:
     """One numbered note: title and facts, when it applies, the lesson; a line each."""
     origin = f" · learned in {insight.domain}" if insight.domain else ""
+    origin += " · from the team pool" if insight.source == "team" else ""
     lesson = "what worked" if insight.polarity == "success" else "a mistake to avoid"
     return (
         f"{n}. {one_line(insight.title)} [{lesson} · {insight.category}{origin} · {facts} · "
