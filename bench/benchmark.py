@@ -93,9 +93,7 @@ async def handshake(params: StdioServerParameters) -> float:
 def window(home: Path, **extra: str) -> StdioServerParameters:
     """A client window's `mtl-mcp serve`, as an installer registers it."""
     command = str(Path(sys.executable).with_name("mtl-mcp"))
-    return StdioServerParameters(
-        command=command, args=["serve"], env={**server_env(home), **extra}
-    )
+    return StdioServerParameters(command=command, args=["serve"], env={**server_env(home), **extra})
 
 
 async def bench_handshake(runs: int, home: Path) -> dict[str, Any]:
