@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tests import fake_http
 from tests.fake_http import LoopbackServer
 
 _ERROR_TYPES = {
@@ -44,21 +45,7 @@ _ERROR_TYPES = {
 }
 
 
-@dataclass
-class RecordedRequest:
-    """One request as the fake received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    raw: bytes
-    body: Any  # the parsed JSON body, or None if it was not JSON
-
-    @property
-    def text(self) -> str:
-        """The raw body as text: handy for 'this string was never sent' assertions."""
-        return self.raw.decode("utf-8", errors="replace")
-
+class RecordedRequest(fake_http.RecordedRequest):
     @property
     def system(self) -> str:
         """The system prompt as one string, whether it was sent as a string or as blocks."""
@@ -131,12 +118,13 @@ class While:
 Turn = Reply | dict[str, Any] | Callable[[RecordedRequest], dict[str, Any]] | While
 
 
-class FakeAnthropic(LoopbackServer):
+class FakeAnthropic(LoopbackServer[RecordedRequest]):
     """A local Messages API with a script of replies; a context manager."""
+
+    request_class = RecordedRequest
 
     def __init__(self, *, model: str = "claude-haiku-5-5") -> None:
         self.model = model
-        self.requests: list[RecordedRequest] = []
         self._script: deque[Turn] = deque()
         super().__init__()
         self._counter = 0
@@ -335,19 +323,6 @@ class FakeAnthropic(LoopbackServer):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def _record(self) -> RecordedRequest:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                request = RecordedRequest(self.command, self.path, headers, raw, body)
-                with fake._lock:
-                    fake.requests.append(request)
-                return request
-
             def _send(self, reply: Reply) -> None:
                 try:
                     self.send_response(reply.status)
@@ -362,16 +337,16 @@ class FakeAnthropic(LoopbackServer):
                     pass  # the client gave up (timeout test)
 
             def do_HEAD(self) -> None:  # Claude Code's connectivity probe
-                self._record()
+                fake.record(self)
                 self._send(Reply(200, b""))
 
             def do_GET(self) -> None:  # the model list, and anything else a client looks up
-                self._record()
+                fake.record(self)
                 models = {"data": [], "has_more": False, "first_id": None, "last_id": None}
                 self._send(Reply(200, _json_bytes(models), {"content-type": "application/json"}))
 
             def do_POST(self) -> None:
-                request = self._record()
+                request = fake.record(self)
                 if request.path.split("?")[0].endswith("/count_tokens"):
                     counted = {"input_tokens": max(1, len(request.raw) // 4)}
                     self._send(

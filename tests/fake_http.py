@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Generic, Self, TypeVar
 
 
-class LoopbackServer:
-    """Serves `handler_class()` on a free port of 127.0.0.1 until closed."""
+@dataclass
+class RecordedRequest:
+    """One request as a fake received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    raw: bytes
+    body: Any  # the parsed JSON body, or None if it was not JSON
+
+    @property
+    def text(self) -> str:
+        """The raw body as text: handy for 'this string was never sent' assertions."""
+        return self.raw.decode("utf-8", errors="replace")
+
+
+Recorded = TypeVar("Recorded", bound=RecordedRequest)
+
+
+class LoopbackServer(Generic[Recorded]):
+    """Serves `handler_class()` on a free port of 127.0.0.1 until closed; `record` keeps each
+    request, parsed into `request_class`, in `requests`."""
+
+    request_class: type[Recorded]
 
     def __init__(self) -> None:
+        self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()  # set on close: cuts scripted delays and hangs short
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -24,6 +49,20 @@ class LoopbackServer:
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
+
+    def record(self, handler: BaseHTTPRequestHandler) -> Recorded:
+        """Read the request `handler` is serving, keep it, and return it."""
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        request = self.request_class(handler.command, handler.path, headers, raw, body)
+        with self._lock:
+            self.requests.append(request)
+        return request
 
     @property
     def origin(self) -> str:

@@ -25,26 +25,13 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests import fake_http
 from tests.fake_http import LoopbackServer
 
 _ids = itertools.count(1)
 
 
-@dataclass
-class RecordedRequest:
-    """One request as the fake received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    raw: bytes
-    body: Any  # the parsed JSON body, or None if it was not JSON
-
-    @property
-    def text(self) -> str:
-        """The raw body as text: handy for 'this string was never sent' assertions."""
-        return self.raw.decode("utf-8", errors="replace")
-
+class RecordedRequest(fake_http.RecordedRequest):
     def input_texts(self, role: str) -> list[str]:
         """The text of every `input` message with `role` (developer, user), in order."""
         texts = []
@@ -64,11 +51,12 @@ class Step:
     usage: Mapping[str, Any] | None = None
 
 
-class FakeOpenAI(LoopbackServer):
+class FakeOpenAI(LoopbackServer[RecordedRequest]):
     """A local Responses API with a script of replies; a context manager."""
 
+    request_class = RecordedRequest
+
     def __init__(self) -> None:
-        self.requests: list[RecordedRequest] = []
         self._script: deque[Step] = deque()
         super().__init__()
 
@@ -130,19 +118,6 @@ class FakeOpenAI(LoopbackServer):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def _record(self) -> RecordedRequest:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = None
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                request = RecordedRequest(self.command, self.path, headers, raw, body)
-                with fake._lock:
-                    fake.requests.append(request)
-                return request
-
             def _json(self, status: int, data: Any) -> None:
                 payload = json.dumps(data).encode("utf-8")
                 try:
@@ -155,11 +130,11 @@ class FakeOpenAI(LoopbackServer):
                     pass
 
             def do_GET(self) -> None:  # Codex refreshes its model list; none is fine
-                self._record()
+                fake.record(self)
                 self._json(200, {"object": "list", "data": [], "models": []})
 
             def do_POST(self) -> None:
-                request = self._record()
+                request = fake.record(self)
                 if not request.path.split("?")[0].endswith("/responses"):
                     self._json(404, {"error": {"message": f"fake: no route {request.path}"}})
                     return
