@@ -41,7 +41,17 @@ PUBLIC = [
     "load_settings",
     "resolve_project",
 ]
-HEAVY = ["lancedb", "pyarrow", "numpy", "fastembed", "onnxruntime", "anthropic", "mcp"]
+HEAVY = [
+    "lancedb",
+    "pyarrow",
+    "numpy",
+    "fastembed",
+    "onnxruntime",
+    "tokenizers",
+    "google.protobuf",
+    "anthropic",
+    "mcp",
+]
 
 
 def test_the_public_names_are_pinned() -> None:

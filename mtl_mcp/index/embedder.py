@@ -174,7 +174,7 @@ class MiniLMEmbedder:
         return _onnx_session(source), source
 
     def _run(self, session: Any, encodings: list[Any], rows: list[int]) -> Vector:
-        """Mean-pooled, unit-norm embeddings of `encodings[rows]`, longest first, in one call."""
+        """Mean-pooled unit vectors of `encodings[rows]`, in one call padded to the longest."""
         lengths = [len(encodings[i].ids) for i in rows]
         ids = np.zeros((len(rows), max(lengths)), np.int64)
         mask = np.zeros_like(ids)

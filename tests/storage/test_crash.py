@@ -34,9 +34,11 @@ def _rows(settings: Settings) -> list[dict[str, Any]]:
     import lancedb
 
     db = lancedb.connect(settings.store_uri)
-    if "insights" not in db.list_tables().tables:
+    try:
+        table = db.open_table("insights")
+    except ValueError:  # not created yet, or listed while another process still creates it
         return []
-    return db.open_table("insights").to_arrow().drop_columns(["vector"]).to_pylist()
+    return table.to_arrow().drop_columns(["vector"]).to_pylist()
 
 
 def _wait_for(condition: Any, timeout: float = 60.0) -> None:
