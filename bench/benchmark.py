@@ -332,22 +332,47 @@ def generated_insights(count: int) -> list[dict[str, Any]]:
         "a quick fix there tends to break a neighbouring contract",
         "silent partial success is worse than a loud failure",
     ]
+    settings = [
+        "in a monorepo",
+        "on a legacy service",
+        "under deadline pressure",
+        "in an unfamiliar codebase",
+        "on a shared CI runner",
+        "with many contributors",
+        "in a data pipeline",
+        "on an embedded target",
+        "in a mobile app",
+        "in a research notebook",
+    ]
+    combinations = list(itertools.product(subjects, actions, reasons, settings))
+    if count > len(combinations):
+        raise SystemExit(f"at most {len(combinations)} generated insights")
     rows = []
-    for subject, action, reason in itertools.islice(
-        itertools.product(subjects, actions, reasons), count
-    ):
+    for subject, action, reason, setting in combinations[:count]:
         rows.append(
             {
-                "title": f"{action.capitalize()} {subject}",
-                "description": f"When a task touches {subject} and the change may not be safe.",
+                "title": f"{action.capitalize()} {subject} {setting}",
+                "description": f"When a task {setting} touches {subject} and may not be safe.",
                 "content": (
-                    f"With {subject}, {action} {subject} before moving on, because {reason}. "
-                    f"Keep the evidence of what you checked so the result can be trusted."
+                    f"With {subject} {setting}, {action} {subject} before moving on, because "
+                    f"{reason}. Keep the evidence of what you checked so it can be trusted."
                 ),
                 "category": "workflow-discipline",
             }
         )
     return rows
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The high-water mark of a process's resident memory since it exec'd (VmHWM). Not the
+    rusage of a child: that counts the parent's pages the child shared before exec."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def bench_import(work: Path, count: int) -> dict[str, Any]:
@@ -359,17 +384,24 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
     importer = subprocess.Popen(
         [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
         env={**os.environ, **server_env(home)},
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
-    _, status, usage = os.wait4(importer.pid, 0)
+    peak = 0.0
+    while importer.poll() is None:
+        peak = max(peak, peak_rss_mb(importer.pid) or 0.0)
+        time.sleep(0.2)
     wall = time.perf_counter() - start
-    assert status == 0, f"the import failed ({status})"
+    assert importer.returncode == 0, f"the import failed ({importer.returncode})"
+    report = json.loads(importer.stdout.read() if importer.stdout else "{}")
     return {
         "insights": count,
+        "stored": report.get("stored"),
+        "merged": report.get("merged"),
         "cli_wall_s": round(wall, 2),
         "cli_per_s": round(count / wall, 1),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "peak_rss_mb": peak,
     }
 
 
