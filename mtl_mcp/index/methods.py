@@ -27,8 +27,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from mtl_mcp.errors import InputError
 
 if TYPE_CHECKING:
@@ -123,7 +121,8 @@ def plan_vector(embedder: Embedder, plan: str, split: bool) -> Vector:
     sentences = plan_sentences(plan) if split else [plan]
     if len(sentences) == 1:
         return embedder.embed_query(sentences[0])
+    # No numpy import in this module: the CLI, so every hook, imports it for METHODS.
     mean = embedder.embed_documents(sentences).mean(axis=0)
-    norm = float(np.linalg.norm(mean))
-    vector: Vector = (mean / norm if norm else mean).astype(np.float32)
+    norm = float(mean @ mean) ** 0.5
+    vector: Vector = (mean / norm if norm else mean).astype("float32")
     return vector

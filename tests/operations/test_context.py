@@ -29,7 +29,7 @@ from mtl_mcp.text.render import RECALL_HEADER
 from mtl_mcp.text.starter import starter_drafts
 from tests.conftest import distinct_lessons, lesson
 
-HEAVY = ("lancedb", "pyarrow", "fastembed", "onnxruntime", "tokenizers")
+HEAVY = ("lancedb", "pyarrow", "numpy", "fastembed", "onnxruntime", "tokenizers")
 
 
 @pytest.fixture
