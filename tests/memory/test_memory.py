@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import threading
 import time
 from pathlib import Path
 
@@ -311,3 +312,20 @@ def test_a_running_store_notices_another_process_changing_the_model(settings: Se
     other.rate(running.list()[0][0].id, helpful=True)  # a write moves the table version
     with pytest.raises(EmbeddingError, match="mtl-mcp reindex"):
         running.recall("read the error message", k=1)
+
+
+def test_a_recall_does_not_wait_for_a_record_in_progress(store: Memory) -> None:
+    """Reads go to the in-memory snapshot: a long record (embedding 150 drafts) holds the
+    write lock, and recalls from another thread answer meanwhile."""
+    store.record(distinct_lessons(5, offset=150))  # also loads the model and the snapshot
+    recorded = threading.Event()
+    writer = threading.Thread(
+        target=lambda: (store.record(distinct_lessons(150)), recorded.set()), daemon=True
+    )
+    writer.start()
+    time.sleep(0.3)  # screening takes milliseconds; the embedding, under the lock, seconds
+    answered = [store.recall(f"plan {n}: reproduce, fix, verify") for n in range(3)]
+    assert all(len(hits) == 3 for hits in answered)
+    assert not recorded.is_set(), "the record finished first: the test proves nothing"
+    writer.join(120)
+    assert recorded.is_set()
