@@ -229,11 +229,12 @@ def baselines(store: Memory, reps: int) -> dict[str, float]:
     }
 
 
-def rss_mb(pid: int) -> float | None:
-    """Resident memory of a process, from /proc."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """Resident memory of a process, from /proc: now (VmRSS) or its high-water mark since it
+    exec'd (VmHWM; not a child's rusage, which counts the parent's pages it shared before)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         pass
@@ -363,18 +364,6 @@ def generated_insights(count: int) -> list[dict[str, Any]]:
     return rows
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """The high-water mark of a process's resident memory since it exec'd (VmHWM). Not the
-    rusage of a child: that counts the parent's pages the child shared before exec."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
 def bench_import(work: Path, count: int) -> dict[str, Any]:
     """`mtl-mcp import` as a user runs it: wall clock, rate and the process's peak RSS."""
     source = work / "import.jsonl"
@@ -390,7 +379,7 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
     )
     peak = 0.0
     while importer.poll() is None:
-        peak = max(peak, peak_rss_mb(importer.pid) or 0.0)
+        peak = max(peak, rss_mb(importer.pid, "VmHWM") or 0.0)
         time.sleep(0.2)
     wall = time.perf_counter() - start
     assert importer.returncode == 0, f"the import failed ({importer.returncode})"

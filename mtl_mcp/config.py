@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -215,3 +217,29 @@ def private_umask() -> None:
     reaches: the front doors and the store call this before they write anything.
     """
     os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
+
+
+# glibc's mallopt parameter for the number of heap arenas (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def fewer_malloc_arenas() -> None:
+    """Let glibc keep two heap arenas instead of up to eight per core: the threads of
+    LanceDB and onnxruntime otherwise each hold freed memory in an arena of their own. A 4k
+    import peaked ~50 MB lower, at the same speed. Call before the heavy work starts."""
+    _glibc_call("mallopt", _M_ARENA_MAX, 2)
+
+
+def return_free_heap() -> None:
+    """Hand the heap glibc keeps after freeing back to the system: ~40-55 MB in a service
+    after the model, the snapshot and BM25 were built. For long-lived processes, once."""
+    _glibc_call("malloc_trim", 0)
+
+
+def _glibc_call(name: str, *args: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
+        getattr(ctypes.CDLL("libc.so.6"), name)(*args)

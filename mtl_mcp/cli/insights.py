@@ -19,6 +19,7 @@ from mtl_mcp.cli.app import (
     quick_memory,
     stop_the_service,
 )
+from mtl_mcp.config import fewer_malloc_arenas
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
 from mtl_mcp.text.render import insight_markdown, recall_text
 
@@ -108,6 +109,7 @@ def import_(file: Path, as_json: bool) -> None:
     """
     from mtl_mcp.memory.jsonl import count_lines
 
+    fewer_malloc_arenas()
     memory = open_memory()
     with progress("importing", count_lines(file)) as advance:
         report = memory.import_file(file, advance)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -30,7 +29,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import refresh_general_context
 from mtl_mcp.project import ProjectRef, current_project, resolve_project
@@ -195,7 +194,7 @@ class MemoryKeeper:
     def _warm(self) -> None:
         try:
             self.get().warm()
-            _return_free_heap()
+            return_free_heap()
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
         except Exception:  # never let the warm-up thread die noisily
@@ -231,16 +230,6 @@ class MemoryKeeper:
             finally:
                 tasks.cancel_scope.cancel()
                 await self.close()
-
-
-def _return_free_heap() -> None:
-    """glibc keeps the heap freed while the model, the snapshot and BM25 were built (~40-55 MB
-    measured); a long-lived process gives it back once, after warming."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to give back
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def build_server(
