@@ -369,21 +369,22 @@ def bench_import(work: Path, count: int) -> dict[str, Any]:
     source = work / "import.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in generated_insights(count)) + "\n")
     home = work / "import-home"
+    report_file = work / "import-report.json"
     start = time.perf_counter()
-    importer = subprocess.Popen(
-        [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
-        env={**os.environ, **server_env(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    peak = 0.0
-    while importer.poll() is None:
-        peak = max(peak, rss_mb(importer.pid, "VmHWM") or 0.0)
-        time.sleep(0.2)
+    with report_file.open("w") as report_out:  # a file, not a pipe nobody reads while polling
+        importer = subprocess.Popen(
+            [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
+            env={**os.environ, **server_env(home)},
+            stdout=report_out,
+            stderr=subprocess.DEVNULL,
+        )
+        peak = 0.0
+        while importer.poll() is None:
+            peak = max(peak, rss_mb(importer.pid, "VmHWM") or 0.0)
+            time.sleep(0.2)
     wall = time.perf_counter() - start
     assert importer.returncode == 0, f"the import failed ({importer.returncode})"
-    report = json.loads(importer.stdout.read() if importer.stdout else "{}")
+    report = json.loads(report_file.read_text())
     return {
         "insights": count,
         "stored": report.get("stored"),

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings
 from mtl_mcp.errors import EmbeddingError
 from mtl_mcp.files import sha256_file
-from mtl_mcp.index.int8_graph import CONVERTER_VERSION
+from mtl_mcp.index.int8_graph import CANNOT_WRITE, CONVERTER_VERSION
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -107,6 +107,9 @@ PROBE_EMBEDDING = (
     "8qHypQKobCsxHacgV6SNqkEsnawSo1Qpla1EpK+hnJ6mLEmmfqaeH2ye"
 )
 PROBE_MIN_COSINE = 0.999
+# Loading errors that mean the file itself is broken (made again), not that the runtime
+# cannot run the rewrite (remembered, so it is not converted at every start).
+_DAMAGED_FILE_ERRORS = frozenset({"InvalidProtobuf", "NoSuchFile", "InvalidGraph"})
 DERIVED_MODEL_TIMEOUT = 300.0
 
 
@@ -153,24 +156,31 @@ class MiniLMEmbedder:
     def _open_session(self) -> tuple[Any, Path]:
         source, sha256 = _packaged_model()
         derived = _derived_model(source, sha256, self._models_dir)
-        if derived is not None:
-            try:
-                with model_errors(f"loading {derived}"):
-                    session = _onnx_session(derived)
-                    probe = self._run(session, [self._tokenizer.encode(PROBE)], [0])[0]
-            except EmbeddingError as exc:
-                reason = str(exc)
-            else:
-                cosine = float(probe @ _probe())
-                if cosine >= PROBE_MIN_COSINE:
-                    return session, derived
-                reason = f"it does not reproduce the packaged model here (cosine {cosine:.5f})"
-            logger.warning(
-                "the int8 rewrite of the embedding model cannot be used (%s): running the "
-                "packaged file, ~100 MB larger; the rewrite is made again next time",
-                reason,
-            )
-            derived.unlink(missing_ok=True)
+        if derived is None:
+            return _onnx_session(source), source
+        try:
+            with model_errors(f"loading {derived}"):
+                session = _onnx_session(derived)
+                probe = self._run(session, [self._tokenizer.encode(PROBE)], [0])[0]
+        except EmbeddingError as exc:
+            reason = str(exc)
+            damaged = type(exc.__cause__).__name__ in _DAMAGED_FILE_ERRORS
+        else:
+            cosine = float(probe @ _probe())
+            if cosine >= PROBE_MIN_COSINE:
+                return session, derived
+            reason = f"it does not reproduce the packaged model here (cosine {cosine:.5f})"
+            damaged = False
+        logger.warning(
+            "the int8 rewrite of the embedding model cannot be used (%s): running the packaged "
+            "file, ~100 MB larger; %s",
+            reason,
+            "it is made again next time" if damaged else "upgrading onnxruntime brings it back",
+        )
+        with contextlib.suppress(OSError):  # a read-only directory: warned again next time
+            if not damaged:  # this runtime cannot use it: do not convert again
+                _rejection_marker(derived).write_text(reason, encoding="utf-8")
+            derived.unlink()
         return _onnx_session(source), source
 
     def _run(self, session: Any, encodings: list[Any], rows: list[int]) -> Vector:
@@ -233,14 +243,31 @@ def _probe() -> Vector:
 def _derived_model(source: Path, sha256: str, models_dir: Path) -> Path | None:
     """The int8 rewrite of `source` in `models_dir`, made once by a child process (the
     conversion peaks at ~185 MB, which a long-lived server would keep as heap); None, with a
-    warning, where it cannot be made: the packaged file then runs as it is."""
+    warning, where it cannot be made or this runtime rejected it: the packaged file then runs
+    as it is."""
     derived = models_dir / f"all-MiniLM-L6-v2-int8w-v{CONVERTER_VERSION}-{sha256[:16]}.onnx"
     if derived.is_file():
         return derived
-    command = [sys.executable, "-m", "mtl_mcp.index.int8_graph", str(source), str(derived)]
+    rejected = _rejection_marker(derived)
+    if rejected.is_file():  # this onnxruntime failed the rewrite once: do not convert again
+        logger.warning(
+            "running the packaged embedding model, ~100 MB larger: this onnxruntime rejected "
+            "its int8 rewrite (%s); upgrading onnxruntime brings it back",
+            rejected.read_text(encoding="utf-8", errors="replace").strip(),
+        )
+        return None
+    # -P: never the current directory's `mtl_mcp`; no stdin: it may be the MCP wire.
+    command = [sys.executable, "-P", "-m", "mtl_mcp.index.int8_graph", str(source), str(derived)]
+    advice = "upgrade onnxruntime or reinstall mtl-mcp"
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=DERIVED_MODEL_TIMEOUT, check=False
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=DERIVED_MODEL_TIMEOUT,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         reason = str(exc)
@@ -248,13 +275,23 @@ def _derived_model(source: Path, sha256: str, models_dir: Path) -> Path | None:
         if done.returncode == 0 and derived.is_file():
             return derived
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        if done.returncode == CANNOT_WRITE:
+            advice = "make that directory writable to get the smaller model"
     logger.warning(
         "could not rewrite the embedding model to int8 in %s (%s): running the packaged file, "
-        "~100 MB larger; make that directory writable to get the smaller model",
+        "~100 MB larger; %s",
         models_dir,
         reason,
+        advice,
     )
     return None
+
+
+def _rejection_marker(derived: Path) -> Path:
+    """Where a rewrite this onnxruntime version cannot use is remembered (a newer one retries)."""
+    import onnxruntime as ort
+
+    return derived.with_name(f"{derived.name}.rejected-by-onnxruntime-{ort.__version__}")
 
 
 def _onnx_session(model_file: Path) -> Any:

@@ -419,13 +419,13 @@ def _replace_nodes(graph: Any, nodes: list[Any]) -> None:
 
 
 def write_derived(source: Path, destination: Path) -> None:
-    """Convert `source` and write the result to `destination` atomically (never half a file)."""
-    data = convert(source.read_bytes())
+    """Convert `source` and write the result to `destination` atomically (never half a file).
+    The temporary file comes first: a directory it cannot write to costs no conversion."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=destination.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            out.write(convert(source.read_bytes()))
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, destination)
@@ -434,8 +434,15 @@ def write_derived(source: Path, destination: Path) -> None:
         raise
 
 
-if __name__ == "__main__":  # python -m mtl_mcp.index.int8_graph SOURCE DESTINATION
+# Exit statuses of `python -m mtl_mcp.index.int8_graph SOURCE DESTINATION`, for the parent.
+CANNOT_WRITE, CANNOT_CONVERT = 2, 3
+
+if __name__ == "__main__":
     try:
         write_derived(Path(sys.argv[1]), Path(sys.argv[2]))
-    except (EmbeddingError, OSError) as exc:
-        sys.exit(str(exc))
+    except OSError as exc:
+        print(exc, file=sys.stderr)  # noqa: T201  # the parent reads it; stdout is unused
+        sys.exit(CANNOT_WRITE)
+    except EmbeddingError as exc:
+        print(exc, file=sys.stderr)  # noqa: T201
+        sys.exit(CANNOT_CONVERT)

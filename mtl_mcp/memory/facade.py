@@ -163,9 +163,11 @@ class Memory:
         with self._lock:
             if not self._seeded:
                 self._seeded = True  # seed() reads through here again
-                if self.settings.starter:
-                    self.seed()
-                self._seed_done = True
+                try:
+                    if self.settings.starter:
+                        self.seed()
+                finally:  # seeded or not, reads stop taking the write lock (never retried)
+                    self._seed_done = True
 
     def _snapshot(self) -> Snapshot:
         self._open()
@@ -213,9 +215,9 @@ class Memory:
             return results
         self._check_model()
         texts = [item.draft.embedding_text() for item in accepted]
-        # The embedding too runs one record at a time: writers embedding side by side crowd
-        # recalls out of the same cores (in the shared service's stress run, recall p50/p90
-        # went from 89/178 to 74/160 ms), and their writes queue for the lock anyway.
+        # A record embeds under the write lock too: writers embedding side by side crowd
+        # recalls out of the same cores (in one stress run of the shared service, recall
+        # p50/p90 went from 89/178 to 74/160 ms), and their writes queue for the lock anyway.
         with self._lock:
             vectors = self.embedder.embed_documents(texts)
             labelled = fill_labels(

@@ -109,3 +109,26 @@ def test_the_rewrite_refuses_a_graph_it_does_not_know(rewritten: MiniLMEmbedder)
     """Converting anything but the packaged MiniLM graph says what it found."""
     with pytest.raises(EmbeddingError, match="not the expected MiniLM graph"):
         convert(rewritten.model_file.read_bytes())
+
+
+def test_a_rewrite_this_runtime_gets_wrong_is_remembered_and_not_made_again(
+    rewritten: MiniLMEmbedder, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """A rewrite that fails the probe (here: activations quantized in blocks of 256, cosine
+    0.997) is replaced by the packaged file, and later processes do not convert again."""
+    derived = tmp_path / rewritten.model_file.name
+    derived.write_bytes(convert(default_model_file().read_bytes(), block=256))
+    first = MiniLMEmbedder(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
+        first.embed_query("x")
+    assert first.model_file == default_model_file()
+    assert "does not reproduce the packaged model" in caplog.text
+    assert not derived.exists()
+    [marker] = tmp_path.glob("*.rejected-by-onnxruntime-*")
+    assert "cosine" in marker.read_text()
+    caplog.clear()
+    later = MiniLMEmbedder(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
+        later.embed_query("x")
+    assert later.model_file == default_model_file() and not derived.exists()
+    assert "this onnxruntime rejected its int8 rewrite" in caplog.text

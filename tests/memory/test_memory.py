@@ -13,6 +13,7 @@ import pytest
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import EmbeddingError, InputError, NotFoundError, StoreError
+from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.memory.ingest import insight_id
 from mtl_mcp.schemas import InsightDraft, Provenance
 from mtl_mcp.storage.schema import META_TABLE, TABLE
@@ -314,18 +315,47 @@ def test_a_running_store_notices_another_process_changing_the_model(settings: Se
         running.recall("read the error message", k=1)
 
 
-def test_a_recall_does_not_wait_for_a_record_in_progress(store: Memory) -> None:
-    """Reads go to the in-memory snapshot: a long record (embedding 150 drafts) holds the
-    write lock, and recalls from another thread answer meanwhile."""
-    store.record(distinct_lessons(5, offset=150))  # also loads the model and the snapshot
-    recorded = threading.Event()
+class HeldEmbedder:
+    """The real model, except that the "writer" thread's embedding waits to be let go."""
+
+    def __init__(self, real: Embedder) -> None:
+        self.real = real
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self.real.name
+
+    @property
+    def dim(self) -> int:
+        return self.real.dim
+
+    def embed_documents(self, texts: list[str]) -> Vector:
+        if threading.current_thread().name == "writer":
+            self.entered.set()
+            assert self.release.wait(60)
+        return self.real.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        return self.real.embed_query(text)
+
+
+def test_a_recall_does_not_wait_for_a_record_in_progress(settings: Settings) -> None:
+    """Reads go to the in-memory snapshot: while a record holds the write lock (held here in
+    its embedding), recalls from another thread answer."""
+    held = HeldEmbedder(get_embedder(settings))
+    store = Memory(settings, embedder=held)
+    store.record(distinct_lessons(5, offset=150))  # loads the model and the snapshot
     writer = threading.Thread(
-        target=lambda: (store.record(distinct_lessons(150)), recorded.set()), daemon=True
+        target=store.record, args=(distinct_lessons(3),), name="writer", daemon=True
     )
     writer.start()
-    time.sleep(0.3)  # screening takes milliseconds; the embedding, under the lock, seconds
+    assert held.entered.wait(60)
     answered = [store.recall(f"plan {n}: reproduce, fix, verify") for n in range(3)]
     assert all(len(hits) == 3 for hits in answered)
-    assert not recorded.is_set(), "the record finished first: the test proves nothing"
-    writer.join(120)
-    assert recorded.is_set()
+    assert writer.is_alive()  # still holding the lock
+    held.release.set()
+    writer.join(60)
+    assert store.stats()["total"] == 8
+    store.close()

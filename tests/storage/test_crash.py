@@ -36,7 +36,9 @@ def _rows(settings: Settings) -> list[dict[str, Any]]:
     db = lancedb.connect(settings.store_uri)
     try:
         table = db.open_table("insights")
-    except ValueError:  # not created yet, or listed while another process still creates it
+    except ValueError as exc:  # not created yet, or listed while another process creates it
+        if "was not found" not in str(exc):
+            raise
         return []
     return table.to_arrow().drop_columns(["vector"]).to_pylist()
 
