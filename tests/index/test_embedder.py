@@ -35,6 +35,16 @@ def rewritten(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
     return MiniLMEmbedder(tmp_path_factory.mktemp("models"))
 
 
+def falls_back(models_dir: Path, caplog: pytest.LogCaptureFixture) -> str:
+    """Embed with a new embedder on `models_dir`; it must run the packaged file. Its warnings."""
+    caplog.clear()
+    embedder = MiniLMEmbedder(models_dir)
+    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
+        embedder.embed_query(TEXTS[0])
+    assert embedder.model_file == default_model_file()
+    return caplog.text
+
+
 def test_the_int8_rewrite_embeds_as_the_packaged_model_does(
     packaged: MiniLMEmbedder, rewritten: MiniLMEmbedder
 ) -> None:
@@ -94,11 +104,7 @@ def test_a_damaged_rewrite_is_replaced_by_the_packaged_file_and_made_again_next_
     good = rewritten.model_file
     damaged = tmp_path / good.name
     damaged.write_bytes(good.read_bytes()[:4096])
-    first = MiniLMEmbedder(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
-        first.embed_query("x")
-    assert first.model_file == default_model_file()
-    assert "the int8 rewrite of the embedding model cannot be used" in caplog.text
+    assert "the int8 rewrite of the embedding model cannot be used" in falls_back(tmp_path, caplog)
     assert not damaged.exists()
     again = MiniLMEmbedder(tmp_path)
     again.embed_query("x")
@@ -118,17 +124,9 @@ def test_a_rewrite_this_runtime_gets_wrong_is_remembered_and_not_made_again(
     0.997) is replaced by the packaged file, and later processes do not convert again."""
     derived = tmp_path / rewritten.model_file.name
     derived.write_bytes(convert(default_model_file().read_bytes(), block=256))
-    first = MiniLMEmbedder(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
-        first.embed_query("x")
-    assert first.model_file == default_model_file()
-    assert "does not reproduce the packaged model" in caplog.text
+    assert "does not reproduce the packaged model" in falls_back(tmp_path, caplog)
     assert not derived.exists()
     [marker] = tmp_path.glob("*.rejected-by-onnxruntime-*")
     assert "cosine" in marker.read_text()
-    caplog.clear()
-    later = MiniLMEmbedder(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="mtl_mcp.index.embedder"):
-        later.embed_query("x")
-    assert later.model_file == default_model_file() and not derived.exists()
-    assert "this onnxruntime rejected its int8 rewrite" in caplog.text
+    assert "this onnxruntime rejected its int8 rewrite" in falls_back(tmp_path, caplog)
+    assert not derived.exists()  # not converted again
