@@ -28,6 +28,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, Field
 
+import mtl_mcp.memory.ingest as ingest
+import mtl_mcp.memory.queries as queries
+import mtl_mcp.memory.sharing as sharing
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import (
     ConfigError,
@@ -40,7 +43,6 @@ from mtl_mcp.errors import (
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
-from mtl_mcp.memory import ingest, queries, sharing
 from mtl_mcp.memory.jsonl import read_import
 from mtl_mcp.memory.team import TeamPool, stats_of
 from mtl_mcp.memory.tier import Tier

@@ -32,7 +32,7 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import EmbeddingError, Retryable, StoreUnavailable
 from mtl_mcp.files import write_private
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.memory import ingest
+from mtl_mcp.memory.ingest import duplicate_of, merge_sql, union_sql
 from mtl_mcp.memory.queries import Pool
 from mtl_mcp.memory.sharing import Ready, keyed_hash, team_row
 from mtl_mcp.memory.tier import Tier
@@ -201,7 +201,7 @@ class TeamPool:
         results: list[ShareResult] = []
         for column, (insight, vector, score) in enumerate(items):
             row = team_row(insight, vector, salt, me, score)
-            target = ingest.duplicate_of(
+            target = duplicate_of(
                 insight.id, vector, similar[:, column], snapshot, new, new_vectors, threshold
             )
             result = ShareResult(id=insight.id, title=insight.title, status="shared")
@@ -233,8 +233,8 @@ class TeamPool:
     def _merge(self, target: str, row: dict[str, Any], me: str) -> None:
         """One more member behind `target`: support + 1, the row's labels and projects."""
         draft = InsightDraft.model_validate({k: row[k] for k in InsightDraft.model_fields})
-        values = ingest.merge_sql(draft, Provenance())
-        values["projects"] = ingest.union_sql("projects", row["projects"])
+        values = merge_sql(draft, Provenance())
+        values["projects"] = union_sql("projects", row["projects"])
         values[SHARED_BY] = f"array_append(coalesce({SHARED_BY}, make_array()), {sql_string(me)})"
         # The guard keeps a member from counting twice, even when two of its processes race.
         guard = f"NOT array_has(coalesce({SHARED_BY}, make_array()), {sql_string(me)})"
