@@ -441,8 +441,8 @@ if __name__ == "__main__":
     try:
         write_derived(Path(sys.argv[1]), Path(sys.argv[2]))
     except OSError as exc:
-        print(exc, file=sys.stderr)  # noqa: T201  # the parent reads it; stdout is unused
+        sys.stderr.write(f"{exc}\n")  # the parent reads the reason from stderr
         sys.exit(CANNOT_WRITE)
     except EmbeddingError as exc:
-        print(exc, file=sys.stderr)  # noqa: T201
+        sys.stderr.write(f"{exc}\n")
         sys.exit(CANNOT_CONVERT)
