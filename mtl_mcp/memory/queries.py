@@ -7,14 +7,16 @@ candidates are scored together and ranked once.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from mtl_mcp.index.bm25 import Bm25Index
+from mtl_mcp.index.bm25 import Bm25Index, CorpusStatistics, LooseDocuments, query_terms
 from mtl_mcp.index.embedder import Vector
 from mtl_mcp.index.fusion import Floats, Indices, fuse
 from mtl_mcp.index.methods import RecallMethod
@@ -24,12 +26,17 @@ from mtl_mcp.storage.snapshot import Mask, Snapshot
 
 @dataclass(frozen=True)
 class Pool:
-    """One snapshot's rows that a query may return (`mask`), and where they are stored."""
+    """One snapshot's rows that a query may return (`mask`), and where they are stored.
+
+    `hidden` rows are not part of the corpus searched at all (a team row that your own
+    memory holds too): they neither rank nor count in the keyword statistics.
+    """
 
     source: Source
     snapshot: Snapshot
     mask: Mask
     keywords: Bm25Index | None = None
+    hidden: Mask | None = None
 
     def records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The rows at `indices`, each saying its source."""
@@ -66,8 +73,10 @@ def recall_hits(
     min_score: float | None,
 ) -> list[RecallHit]:
     """The top k rows under the pools' masks for a plan, fused from the dense and keyword
-    rankings of all pools' candidates together (cosine similarities compare across pools;
-    BM25 scores come from each pool's own index, close enough for a fused rank)."""
+    rankings of all pools' candidates together: exactly as one store holding every pool's
+    rows would rank them (cosine similarities compare across pools; BM25 scores use the
+    statistics of all pools' corpora at once; ties break by id, not by storage order)."""
+    keyword_scores = _keyword_scores(pools, plan) if method.keywords else None
     owners, rows, sims, scores, keyword = [], [], [], [], []
     for number, pool in enumerate(pools):
         indices, similar = pool.snapshot.similarities(query, pool.mask)
@@ -79,12 +88,13 @@ def recall_hits(
         rows.append(indices)
         sims.append(similar)
         scores.append(rated.astype(np.float32))
-        if pool.keywords is not None:
-            keyword.append(_keyword_scores(pool.snapshot, pool.keywords, plan)[indices])
+        if keyword_scores is not None:
+            keyword.append(keyword_scores[number][indices])
     all_scores = np.concatenate(scores)
-    all_keyword = np.concatenate(keyword) if method.keywords and keyword else None
-    best = fuse(all_scores if method.dense else None, all_keyword, k)
+    all_keyword = np.concatenate(keyword) if keyword_scores is not None else None
     owner, row, similarity = np.concatenate(owners), np.concatenate(rows), np.concatenate(sims)
+    names = functools.partial(_ids_at, pools, owner, row)
+    best = fuse(all_scores if method.dense else None, all_keyword, k, names=names)
     return [
         RecallHit.model_validate(
             {
@@ -97,13 +107,41 @@ def recall_hits(
     ]
 
 
-def _keyword_scores(snapshot: Snapshot, keywords: Bm25Index, plan: str) -> Floats:
-    """BM25 scores of every row, rows appended since the index was built included."""
-    scores = keywords.scores(plan)
-    if len(scores) < len(snapshot):
-        tail = snapshot.texts(len(scores)).to_pylist()
-        scores = np.concatenate([scores, keywords.scores_of(plan, tail)])
-    return scores
+def _keyword_scores(pools: Sequence[Pool], plan: str) -> list[Floats]:
+    """Each pool's BM25 scores for every one of its rows, against the statistics of all
+    pools' corpora together. Rows a snapshot gained since its index was built are scored
+    one by one, with the same numbers a rebuilt index would give them."""
+    terms = query_terms(plan)
+    parts: list[tuple[Bm25Index, LooseDocuments | None]] = []
+    corpus = CorpusStatistics()
+    for pool in pools:
+        index = pool.keywords
+        assert index is not None, "a keyword ranking needs every pool's index"
+        hidden = pool.hidden
+        loose = None
+        if len(pool.snapshot) > index.size:
+            loose = LooseDocuments(pool.snapshot.texts(index.size).to_pylist())
+            corpus += loose.statistics(terms, None if hidden is None else hidden[index.size :])
+        corpus += index.statistics(terms, None if hidden is None else hidden[: index.size])
+        parts.append((index, loose))
+    return [
+        np.concatenate([index.scores(plan, corpus), loose.scores(plan, corpus)])
+        if loose is not None
+        else index.scores(plan, corpus)
+        for index, loose in parts
+    ]
+
+
+def _ids_at(pools: Sequence[Pool], owner: Indices, row: Indices, at: Indices) -> list[str]:
+    """The ids of the candidates at positions `at` of the concatenated (owner, row) lists."""
+    found = [""] * len(at)
+    for number, pool in enumerate(pools):
+        where = np.flatnonzero(owner[at] == number)
+        if len(where):
+            ids = pool.snapshot.rows.column("id").take(pa.array(row[at][where])).to_pylist()
+            for n, insight in zip(where, ids, strict=True):
+                found[n] = insight
+    return found
 
 
 def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.errors import InputError
-from mtl_mcp.index.bm25 import Bm25Index
+from mtl_mcp.index.bm25 import Bm25Index, LooseDocuments, query_terms
 from mtl_mcp.index.fusion import fuse
 from mtl_mcp.index.methods import DEFAULT_METHOD, METHODS, get_method, plan_sentences, plan_vector
 from tests.conftest import lesson
@@ -129,9 +129,9 @@ def test_recall_excludes_domains_and_every_method_honours_filters(store: Memory)
         assert results[1].id not in {h.id for h in hits}, name
 
 
-def test_bm25_scores_rows_outside_the_index_like_a_rebuild_would() -> None:
-    """A row appended after the index was built scores close to what a rebuilt index gives
-    it, and a word no indexed row has counts as the rarest."""
+def test_bm25_scores_rows_outside_the_index_exactly_as_a_rebuild_would() -> None:
+    """A row appended after the index was built, counted into the corpus statistics, gets
+    the very scores a rebuilt index gives; the indexed rows' scores do not move either."""
     texts = [
         "Reproduce the failing test before fixing it",
         "Pin the clock in date-dependent tests",
@@ -142,7 +142,29 @@ def test_bm25_scores_rows_outside_the_index_like_a_rebuild_would() -> None:
     old = Bm25Index(pa.array(texts))
     rebuilt = Bm25Index(pa.array([*texts, new]))
     query = "make the midnight test deterministic with a frozen clock"
-    [approximate] = old.scores_of(query, [new])
-    exact = rebuilt.scores(query)[-1]
-    assert approximate == pytest.approx(exact, rel=0.25)
-    assert approximate > max(old.scores(query))  # it would rank first, as after a rebuild
+    loose = LooseDocuments([new])
+    terms = query_terms(query)
+    corpus = old.statistics(terms) + loose.statistics(terms)
+    combined = np.concatenate([old.scores(query, corpus), loose.scores(query, corpus)])
+    assert combined.tolist() == rebuilt.scores(query).tolist()
+    assert int(np.argmax(combined)) == 4  # it ranks first, as after a rebuild
+
+
+def test_bm25_indexes_score_as_one_index_over_all_their_documents() -> None:
+    """Two indexes scored with their summed statistics give exactly the scores of one index
+    over both corpora: a one-row corpus gets no idf of its own. Hidden rows drop out of the
+    statistics as if they were not indexed."""
+    big = [f"Check the {word} output before you finish" for word in ("build", "test", "lint")]
+    small = ["Make the retried request idempotent with a key"]
+    query = "check that a retried request is idempotent"
+    terms = query_terms(query)
+    one, other = Bm25Index(pa.array(big)), Bm25Index(pa.array(small))
+    together = one.statistics(terms) + other.statistics(terms)
+    both = Bm25Index(pa.array([*big, *small])).scores(query)
+    assert [*one.scores(query, together), *other.scores(query, together)] == both.tolist()
+    assert other.scores(query)[0] < other.scores(query, together)[0]  # its own idf was tiny
+    hidden = np.array([False, True, False])
+    without = one.statistics(terms, hidden) + other.statistics(terms)
+    expected = Bm25Index(pa.array([big[0], big[2], *small])).scores(query)
+    scored = [*one.scores(query, without)[[0, 2]], *other.scores(query, without)]
+    assert scored == expected.tolist()
