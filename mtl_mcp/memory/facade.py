@@ -122,6 +122,8 @@ class Memory:
         self.table = InsightTable(self.settings, self._model_info)
         self._personal = Tier(self.table, "personal", self.settings.refresh_seconds)
         self.team = TeamPool(self.settings, self._model_info) if self.settings.team_uri else None
+        if self.team is not None:
+            self.team.tier.prepare = self._compare_with_team
         self._lock = threading.RLock()  # one record at a time: exact dedup within a process
         self._seeded = False
         self._seed_done = False
@@ -361,6 +363,17 @@ class Memory:
         with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
             self._pending_recalls.update(h.id for h in hits if h.source == "personal")
         return hits
+
+    def _compare_with_team(self, team: Snapshot) -> None:
+        """Find the team rows this memory holds already, for a new team snapshot (in the
+        refresh thread: recall then finds the answer ready)."""
+        personal = self.table.loaded
+        if (
+            self.team is not None
+            and personal is not None
+            and not self.team.model_problem(self._model_name)
+        ):
+            self.team.overlap.hidden(team, personal)
 
     def _team_snapshot(self) -> Snapshot | None:
         """The team snapshot, if a pool is configured, loaded and comparable with ours."""

@@ -33,6 +33,7 @@ from mtl_mcp.errors import EmbeddingError, Retryable, StoreUnavailable
 from mtl_mcp.files import write_private
 from mtl_mcp.index.embedder import Vector
 from mtl_mcp.memory.ingest import duplicate_of, merge_sql, union_sql
+from mtl_mcp.memory.overlap import Overlap
 from mtl_mcp.memory.queries import Pool
 from mtl_mcp.memory.sharing import Ready, keyed_hash, team_row
 from mtl_mcp.memory.tier import Tier
@@ -73,8 +74,7 @@ class TeamPool:
         self.table = InsightTable(settings, model_info, uri=settings.team_uri, team=True)
         self.tier = Tier(self.table, "team", settings.refresh_seconds, create=False)
         self.outbox = Outbox(settings.team_outbox)
-        # Team rows whose id your memory lacks, for (team, personal) snapshot generations.
-        self._not_personal: tuple[tuple[int, int, int, int], Mask] | None = None
+        self.overlap = Overlap(settings.dedup_threshold)
 
     # -- identities ---------------------------------------------------------------------------
 
@@ -113,12 +113,10 @@ class TeamPool:
         return None
 
     def pool(self, snapshot: Snapshot, personal: Snapshot, mask: Mask) -> Pool:
-        """The team's rows under `mask`, less those your own memory holds (same id)."""
-        key = (id(snapshot), snapshot.generation, id(personal), personal.generation)
-        memo = self._not_personal
-        if memo is None or memo[0] != key:  # both grow in place with this process's inserts
-            memo = self._not_personal = (key, ~snapshot.column_mask("id", personal.positions))
-        return Pool("team", snapshot, mask & memo[1], self.tier.keywords(snapshot))
+        """The team's rows under `mask`, less those your own memory holds (the same id, or a
+        near-duplicate: `memory.overlap`)."""
+        hidden = self.overlap.hidden(snapshot, personal)
+        return Pool("team", snapshot, mask & ~hidden, self.tier.keywords(snapshot), hidden)
 
     def get(self, insight: str) -> Insight | None:
         snapshot = self.snapshot()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -68,6 +69,8 @@ class Tier:
         self._reachable: bool | None = None
         self._error: str | None = None
         self._empty = False
+        # Work a refresh does for each new snapshot it loads, so that no reader pays for it.
+        self.prepare: Callable[[Snapshot], None] | None = None
 
     @property
     def remote(self) -> bool:
@@ -156,6 +159,8 @@ class Tier:
                 return
             snapshot = self.table.refresh()
             self.keywords(snapshot)  # built here, so no reader pays for it
+            if self.prepare is not None:
+                self.prepare(snapshot)
             with self._lock:
                 self._empty = False
                 self._succeeded()
