@@ -95,3 +95,28 @@ def current_project(
     if project_dir:
         return resolve_project(project_dir)
     return None
+
+
+def is_no_project(folder: Path | str) -> bool:
+    """Whether a folder is nobody's project: the filesystem root or the home folder (where
+    Claude Desktop, for one, starts its servers)."""
+    path = Path(folder).expanduser().resolve()
+    return path == Path(path.anchor) or path == Path.home().resolve()
+
+
+def window_project(
+    explicit: str | None = None,
+    project_dir: str | None = None,
+    root: str | None = None,
+    cwd: str | None = None,
+) -> ProjectRef | None:
+    """The project a request is about, resolved the same way by every door (CLI, MCP over
+    stdio or HTTP, the service, the hooks): the caller's argument, else the client's
+    project dir ($CLAUDE_PROJECT_DIR), else its first file root (MCP roots), else the
+    folder the client runs in, unless that is nobody's project (`is_no_project`)."""
+    if found := current_project(explicit, project_dir):
+        return found
+    for folder in (root, cwd):
+        if folder and not is_no_project(folder):
+            return resolve_project(folder)
+    return None

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import MtlError
-from mtl_mcp.project import ProjectRef, current_project, resolve_project
+from mtl_mcp.project import ProjectRef, window_project
 from mtl_mcp.version import __version__
 
 if TYPE_CHECKING:
@@ -115,10 +115,10 @@ def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
-def cli_project(explicit: str | None) -> ProjectRef:
-    """The named project, else Claude Code's project dir, else the working directory's."""
-    window = os.environ.get("CLAUDE_PROJECT_DIR")
-    return current_project(explicit, window) or resolve_project(Path.cwd())
+def cli_project(explicit: str | None) -> ProjectRef | None:
+    """The project a command is about, as every door resolves it (`window_project`): the
+    named one, else Claude Code's project dir, else the working directory's."""
+    return window_project(explicit, os.environ.get("CLAUDE_PROJECT_DIR"), cwd=str(Path.cwd()))
 
 
 @click.group(cls=TranslatingGroup, context_settings={"help_option_names": ["-h", "--help"]})

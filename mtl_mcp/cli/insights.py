@@ -45,13 +45,14 @@ def recall(
     """Recall the insights most relevant to PLAN (a 3-4 sentence plan of the task)."""
     ref = cli_project(project)
     memory = quick_memory()
-    hits = memory.recall(plan, k=k, scope=scope, project=ref.id, domains=list(domains))
+    project_id = ref.id if ref else None
+    hits = memory.recall(plan, k=k, scope=scope, project=project_id, domains=list(domains))
     notice = memory.team_notice()
     if as_json:
         echo_json(
             {
                 "plan": plan,
-                "project": ref.id,
+                "project": project_id,
                 "results": [h.model_dump(mode="json") for h in hits],
                 "notice": notice,
             }
@@ -79,7 +80,9 @@ def add(project: str | None, as_json: bool, **fields: Any) -> None:
     ref = cli_project(project)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
     [result] = quick_memory().record(
-        [fields], Provenance(project=ref.id, client="cli"), project_name=ref.name
+        [fields],
+        Provenance(project=ref.id if ref else None, client="cli"),
+        project_name=ref.name if ref else None,
     )
     if as_json:
         echo_json(result)

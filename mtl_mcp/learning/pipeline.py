@@ -187,7 +187,7 @@ def learn(
     *,
     backend: Backend,
     outcome_hint: Outcome,
-    project: ProjectRef,
+    project: ProjectRef | None,
     provenance: Provenance,
     wait: float,
 ) -> Learned:
@@ -198,19 +198,20 @@ def learn(
     by a failed call are still counted against the budget.
     """
     settings = memory.settings
+    name = project.name if project else None
     with distillation_turn(settings, wait):
         check_budget(settings, backend, worst_case_tokens(digest, backend, outcome_hint))
         usage = Usage()
         try:
             result = distill(
-                digest, backend, outcome_hint=outcome_hint, project_name=project.name, usage=usage
+                digest, backend, outcome_hint=outcome_hint, project_name=name, usage=usage
             )
         finally:
             ledger(settings).record(
                 usage.total_tokens, session=provenance.session_id, backend=backend.name
             )
         stamped = provenance.model_copy(update={"distilled_by": backend.model})
-        results = memory.record(result.drafts, stamped, project_name=project.name)
+        results = memory.record(result.drafts, stamped, project_name=name)
     return Learned(result, results, backend.name, backend.model)
 
 
@@ -227,10 +228,13 @@ def session_digest(
     settings: Settings, summary: str, transcript_path: str | None, client: str | None
 ) -> SessionDigest:
     """The digest for `record_session`; `client` is the MCP client's name, which tells the
-    assistant when no transcript does."""
+    assistant when no transcript does. A transcript must be one the assistants wrote
+    (`discovery.known_transcript`): InputError for any other file."""
     if not transcript_path:
         return SessionDigest(summary, source_of(client))
-    transcript, condensed = digest_transcript(Path(transcript_path).expanduser(), settings)
+    from mtl_mcp.learning.discovery import known_transcript
+
+    transcript, condensed = digest_transcript(known_transcript(transcript_path), settings)
     return SessionDigest(condensed.text, source_of(transcript.format) or source_of(client))
 
 
@@ -238,7 +242,7 @@ def learn_from_summary(
     memory: Memory,
     session: SessionDigest,
     outcome: Outcome,
-    project: ProjectRef,
+    project: ProjectRef | None,
     provenance: Provenance,
     backend: Backend | None = None,
 ) -> tuple[list[RecordResult], str]:
@@ -272,7 +276,7 @@ def next_sampling_request(
     session: SessionDigest,
     answers: list[str],
     outcome: Outcome,
-    project: ProjectRef,
+    project: ProjectRef | None,
 ) -> SamplingRequest | None:
     """The next question for the client's model (MCP sampling), given its `answers` to the
     earlier ones; None once they are all the pipeline needs. Before the first question,
@@ -282,7 +286,12 @@ def next_sampling_request(
     if not answers:
         check_budget(settings, replay, worst_case_tokens(session.text, replay, outcome))
     try:
-        distill(session.text, replay, outcome_hint=outcome, project_name=project.name)
+        distill(
+            session.text,
+            replay,
+            outcome_hint=outcome,
+            project_name=project.name if project else None,
+        )
     except NeedsAnswer as pending:
         return pending.request
     return None

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import refresh_general_context
-from mtl_mcp.project import ProjectRef, current_project, resolve_project
+from mtl_mcp.project import ProjectRef, current_project, window_project
 from mtl_mcp.schemas import (
     SOURCE_DESCRIPTION,
     Category,
@@ -52,6 +52,7 @@ from mtl_mcp.server.sampling import (
     answer_text,
     client_name,
     first_answer,
+    refuse_remote_transcript,
     sampling_plan,
     second_answer,
     third_answer,
@@ -232,10 +233,56 @@ class MemoryKeeper:
                 await self.close()
 
 
+ROOT_KEY = "mtl_mcp.first_file_root"
+
+
+def _connection_state(ctx: Context) -> dict[str, Any] | None:
+    """The state the SDK keeps per client connection (mcp 2.3 hands a new session object to
+    every request, so nothing may be keyed by the session); None if it cannot be reached,
+    which costs a roots request per call, never a wrong answer."""
+    connection = getattr(ctx.request_context.session, "_connection", None)
+    state = getattr(connection, "state", None)
+    return state if isinstance(state, dict) else None
+
+
+async def first_file_root(ctx: Context) -> str | None:
+    """The path of the client's first `file://` root, asked once per connection."""
+    state = _connection_state(ctx)
+    if state is not None and ROOT_KEY in state:
+        cached: str | None = state[ROOT_KEY]
+        return cached
+    found: str | None = None
+    capabilities = ctx.session.client_capabilities
+    # From protocol 2026-07-28 a server cannot ask the client mid-call (no back-channel).
+    if capabilities is not None and capabilities.roots is not None and ctx.session.can_send_request:
+        try:
+            with warnings.catch_warnings():
+                # Deprecated from protocol 2026-07-28, but older clients still use it.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                roots = (await ctx.session.list_roots()).roots
+        except Exception:  # a client may declare roots yet fail to list them
+            logger.debug("client did not list roots", exc_info=True)
+            roots = []
+        for root in roots:
+            uri = urlparse(str(root.uri))
+            if uri.scheme == "file":
+                found = unquote(uri.path)
+                break
+    if state is not None:
+        state[ROOT_KEY] = found
+    return found
+
+
 def build_server(
-    settings: Settings, memory: Memory | None = None, *, keeper: MemoryKeeper | None = None
+    settings: Settings,
+    memory: Memory | None = None,
+    *,
+    keeper: MemoryKeeper | None = None,
+    local: bool = True,
 ) -> MCPServer[Any]:
-    """The MCP server over one memory.
+    """The MCP server over one memory; `local` is False over HTTP, whose clients may be
+    elsewhere (their project then comes only from their arguments and roots, and no
+    transcript path is read for them).
 
     In-process (no `keeper`), the server's lifespan owns the memory: created lazily unless a
     test passes one, warmed once the handshake is answered. The shared service passes its
@@ -243,7 +290,6 @@ def build_server(
     """
     own = keeper is None
     keeper = keeper or MemoryKeeper(settings, memory)
-    roots_project: dict[int, ProjectRef | None] = {}
 
     async def call(work: Callable[[Memory], T]) -> T:
         """Run blocking memory work off the event loop; MtlError becomes a ToolError."""
@@ -255,38 +301,24 @@ def build_server(
             raise _fail(exc) from exc
 
     async def project_of(ctx: Context | None, explicit: str | None) -> ProjectRef | None:
-        """The argument, else the window's Claude Code project, else its first file root."""
+        """The project a call is about, as every door resolves it (`window_project`): the
+        argument, the window's Claude Code project, its first file root, its folder. Over
+        HTTP the server's own environment and folder say nothing of the client's."""
         window = WINDOW.get()
-        project_dir = window.project_dir if window else os.environ.get("CLAUDE_PROJECT_DIR")
+        if window is not None:
+            project_dir, cwd = window.project_dir, window.cwd
+        elif local:
+            project_dir, cwd = os.environ.get("CLAUDE_PROJECT_DIR"), os.getcwd()
+        else:
+            project_dir = cwd = None
         if found := current_project(explicit, project_dir):
             return found
-        if ctx is None:
-            return None
-        # Per client session: one server serves several clients, each with its roots.
-        session = id(ctx.session)
-        if session not in roots_project:
-            found_root: ProjectRef | None = None
-            capabilities = ctx.session.client_capabilities
-            roots = []
-            if capabilities is not None and capabilities.roots is not None:
-                try:
-                    with warnings.catch_warnings():
-                        # Deprecated from protocol 2026-07-28, but older clients still use it.
-                        warnings.simplefilter("ignore", MCPDeprecationWarning)
-                        roots = (await ctx.session.list_roots()).roots
-                except Exception:  # a client may declare roots yet fail to list them
-                    logger.debug("client did not list roots", exc_info=True)
-            for root in roots:
-                uri = urlparse(str(root.uri))
-                if uri.scheme == "file":
-                    found_root = resolve_project(unquote(uri.path))
-                    break
-            roots_project[session] = found_root
-        return roots_project[session]
+        root = await first_file_root(ctx) if ctx is not None else None
+        return window_project(root=root, cwd=cwd)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[ServerState]:
-        state = ServerState(settings, project_of)  # what resolvers reach through ctx
+        state = ServerState(settings, project_of, local)  # what resolvers reach through ctx
         if not own:  # the service keeps the memory itself
             yield state
             return
@@ -420,17 +452,16 @@ def build_server(
         the Anthropic API when a key is configured, else with your own model when this
         client offers MCP sampling, else with the Claude Code or Codex login.
         """
-        window = WINDOW.get()
-        ref = await project_of(ctx, project) or resolve_project(
-            (window.cwd if window else None) or "."
-        )
         if len(insights or []) > 3:
             raise ToolError("record at most 3 insights per session: keep the most transferable")
-        provenance = Provenance(project=ref.id, client="mcp")
+        refuse_remote_transcript(local, transcript_path)
+        ref = await project_of(ctx, project)
+        provenance = Provenance(project=ref.id if ref else None, client="mcp")
+        name = ref.name if ref else None
         note = None
         if insights:
             drafts = [{"domain": domain, **item} if domain else item for item in insights]
-            results = await call(lambda m: m.record(drafts, provenance, project_name=ref.name))
+            results = await call(lambda m: m.record(drafts, provenance, project_name=name))
         elif sampling is not None:  # the resolvers asked the client's model already
             from mtl_mcp.learning.backends.sampling import SampledAnswers
             from mtl_mcp.learning.pipeline import learn_from_summary

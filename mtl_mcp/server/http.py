@@ -118,7 +118,7 @@ def build_http_app(
 ) -> ASGIApp:
     """The ASGI app: the SDK's streamable HTTP app at /mcp, behind the token check."""
     check_exposure(host, token)
-    mcp = build_server(settings)
+    mcp = build_server(settings, local=False)
     app: ASGIApp = mcp.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security_settings(host, allowed_hosts),

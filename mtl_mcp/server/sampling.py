@@ -28,7 +28,7 @@ from mcp_types import (
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
-from mtl_mcp.project import ProjectRef, resolve_project
+from mtl_mcp.project import ProjectRef
 from mtl_mcp.schemas import Outcome
 
 if TYPE_CHECKING:
@@ -41,6 +41,16 @@ class ServerState:
 
     settings: Settings
     project_of: Callable[[Context | None, str | None], Awaitable[ProjectRef | None]]
+    local: bool = True  # False over HTTP: the client may be on another machine
+
+
+def refuse_remote_transcript(local: bool, transcript_path: str | None) -> None:
+    """A client over HTTP names no file of the server's machine: it sends a summary."""
+    if transcript_path and not local:
+        raise ToolError(
+            "transcript_path is not accepted over HTTP (the file would be read on the "
+            "server's machine): pass a summary of the session, or 0-3 insights"
+        )
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ class SamplingPlan:
     """A record_session call that distils through the client's model."""
 
     session: SessionDigest
-    project: ProjectRef
+    project: ProjectRef | None
     outcome: Outcome
 
 
@@ -72,6 +82,7 @@ async def sampling_plan(
     """Whether this call distils by sampling: no insights given, the client samples, and
     `auto` allows it (no API key, budgets above 0)."""
     state = _state(ctx)
+    refuse_remote_transcript(state.local, transcript_path)
     if insights or not _declares_sampling(ctx):
         return None
     from mtl_mcp.learning.backends.select import sampling_allowed
@@ -79,7 +90,7 @@ async def sampling_plan(
 
     if not sampling_allowed(state.settings):
         return None
-    ref = await state.project_of(ctx, project) or resolve_project(".")
+    ref = await state.project_of(ctx, project)
     try:
         session = await anyio.to_thread.run_sync(
             lambda: session_digest(state.settings, summary, transcript_path, client_name(ctx))
