@@ -1,4 +1,5 @@
-"""Finding the sessions a backfill distils: Claude Code and Codex transcripts on this machine."""
+"""Where the assistants keep their session transcripts on this machine: what a backfill
+distils, and the only places `record_session` may read a transcript from."""
 
 from __future__ import annotations
 
@@ -25,11 +26,43 @@ def parse_age(text: str) -> timedelta:
     }[unit]
 
 
+def claude_code_sessions() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
+
+
+def codex_sessions() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "sessions"
+
+
+def cursor_sessions() -> Path:
+    """Cursor's agent transcripts (`<project>/agent-transcripts/<conversation>.jsonl`)."""
+    return Path.home() / ".cursor" / "projects"
+
+
+def known_transcript(path: str) -> Path:
+    """`path`, resolved, if it is a transcript in one of the assistants' session folders.
+
+    A tool argument names the file, so it must not reach anything else the server's user
+    may read (the digest of a file goes to a model, and with MCP sampling back to the
+    client). Symbolic links are followed before the check.
+    """
+    resolved = Path(path).expanduser().resolve()
+    folders = [claude_code_sessions(), codex_sessions(), cursor_sessions()]
+    if resolved.suffix == ".jsonl" and any(
+        resolved.is_relative_to(folder.expanduser().resolve()) for folder in folders
+    ):
+        return resolved
+    raise InputError(
+        "transcript_path must be a session transcript (.jsonl) in the assistants' session "
+        f"folders ({', '.join(str(f) for f in folders)}): for any other session, pass its "
+        "summary or 0-3 insights instead"
+    )
+
+
 def session_files(since: timedelta) -> Iterator[tuple[Path, Format]]:
     """(transcript, format) for Claude Code and Codex sessions modified within `since`."""
     cutoff = datetime.now(UTC).timestamp() - since.total_seconds()
-    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
-    codex = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "sessions"
+    claude, codex = claude_code_sessions(), codex_sessions()
     candidates: list[tuple[Path, Format]] = [(p, "claude-code") for p in claude.glob("*/*.jsonl")]
     candidates += [(p, "codex") for p in codex.glob("**/rollout-*.jsonl")]
     for path, fmt in sorted(candidates):

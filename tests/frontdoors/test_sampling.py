@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,7 +20,7 @@ from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.learning.distill import DISTILL_MAX_TOKENS, JUDGE_MAX_TOKENS
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.server.app import build_server
-from tests.conftest import LEAKED
+from tests.conftest import LEAKED, claude_code_transcript
 from tests.fake_anthropic import FakeAnthropic
 
 SUMMARY = (
@@ -143,3 +144,53 @@ def test_the_budget_is_checked_before_the_first_question(
     result = record(load_settings(), model)
     assert result.is_error and "mcp-sampling daily budget of 1,000" in str(result.content)
     assert model.asked == []
+
+
+def record_transcript(settings: Settings, path: str, *, local: bool = True) -> Any:
+    """record_session naming a transcript, from a client that samples (its model would see
+    the digest of whatever file is read)."""
+
+    async def call() -> Any:
+        server = build_server(settings, local=local)
+        async with Client(server, sampling_callback=ClientModel()) as client:
+            return await client.call_tool(
+                "record_session", {"summary": "s", "transcript_path": path}
+            )
+
+    return anyio.run(call)
+
+
+def test_record_session_reads_transcripts_only_from_the_assistants_session_folders(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transcript in Claude Code's session folder is read; any other file the server's
+    user can read (directly, or by a symbolic link from inside that folder) is refused
+    before a byte of it is read, in our words."""
+    sessions = tmp_path / "claude" / "projects" / "p"
+    sessions.mkdir(parents=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    secret = tmp_path / "private.jsonl"
+    secret.write_text(json.dumps({"type": "user", "message": {"content": f"pw {LEAKED}"}}))
+    (sessions / "link.jsonl").symlink_to(secret)
+    transcript = claude_code_transcript(sessions / "real.jsonl")
+    for path in (str(secret), "/etc/passwd", str(sessions / "link.jsonl")):
+        result = record_transcript(settings, path)
+        assert result.is_error, path
+        assert "must be a session transcript (.jsonl) in the assistants' session" in str(
+            result.content
+        )
+    accepted = record_transcript(settings, str(transcript))
+    assert not accepted.is_error, accepted.content
+    assert accepted.structured_content["stored"] == 1
+
+
+def test_over_http_record_session_names_no_file_at_all(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HTTP client may be on another machine: even a real transcript path is refused."""
+    sessions = tmp_path / "claude" / "projects" / "p"
+    sessions.mkdir(parents=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    transcript = claude_code_transcript(sessions / "real.jsonl")
+    result = record_transcript(settings, str(transcript), local=False)
+    assert result.is_error and "transcript_path is not accepted over HTTP" in str(result.content)
