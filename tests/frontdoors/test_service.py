@@ -50,10 +50,11 @@ NEAR_COPY = lesson(
 
 
 def window_env(home: Path, **extra: str) -> dict[str, str]:
+    """A window configured like this test (the service serves only windows whose settings
+    match its own), in data directory `home`, with `extra` on top."""
     return {
+        **os.environ,
         "MTL_MCP_HOME": str(home),
-        "PATH": os.environ["PATH"],
-        "MTL_MCP_STARTER": os.environ.get("MTL_MCP_STARTER", "1"),
         "MTL_MCP_SERVICE_IDLE_SECONDS": "30",
         **extra,
     }
