@@ -49,7 +49,7 @@ from mcp.client import Client
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
-from mtl_mcp.operations.service import request, stop_service
+from mtl_mcp.operations.service import statuses, stop_services
 from mtl_mcp.storage.schema import insight_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,12 +115,12 @@ async def bench_handshake(runs: int, home: Path) -> dict[str, Any]:
     for _ in range(runs):
         for name, params in variants.items():
             if name == "window_no_service":
-                stop_service(settings)
+                stop_services(settings.home)
             times[name].append(await handshake(params))
             if name == "window_no_service":
                 await handshake(window(home))  # warm again for the next variant
     medians = {name: median_ms(samples) for name, samples in times.items()}
-    stop_service(settings)
+    stop_services(settings.home)
     return {
         "runs": runs,
         **{f"{name}_median_ms": value for name, value in medians.items()},
@@ -275,8 +275,8 @@ async def bench_recall(home: Path, reps: int) -> dict[str, Any]:
             assert not result.is_error, result.content
         relay = window_pid(home)
         window_rss = rss_mb(relay) if relay else None
-        status = request(settings, "status") or {}
-    stop_service(settings)
+        status = next(iter(statuses(settings)), {})  # the one service its windows share
+    stop_services(settings.home)
     return {
         "first_recall_new_window_ms": first_ms,
         "recall_p50_ms": median_ms(samples),

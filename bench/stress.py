@@ -41,7 +41,7 @@ from mcp.client import Client
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.index.embedder import get_embedder
-from mtl_mcp.operations.service import stop_service
+from mtl_mcp.operations.service import stop_services
 from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.text.lint import lint
 from mtl_mcp.text.starter import starter_drafts
@@ -304,7 +304,7 @@ def main() -> None:
         logs = "".join(
             Path(p).read_text(errors="replace") for p in report.stderr_logs if Path(p).exists()
         )
-        stop_service(settings)
+        stop_services(settings.home)
         store = Memory(settings)
         table = store.table.open()
         summary = {

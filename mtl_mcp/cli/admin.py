@@ -81,20 +81,29 @@ def doctor(as_json: bool) -> None:
     type=click.FloatRange(min=1),
     help="Exit after this long with no window (default: service_idle_seconds, 600).",
 )
-def service(idle_seconds: float | None) -> None:
+@click.option("--key", hidden=True, help="Exit at once unless these settings have this key.")
+def service(idle_seconds: float | None, key: str | None) -> None:
     """Run the shared memory service in the foreground (windows start it by themselves).
 
-    One per user and data directory: it keeps the model and the memory warm for every
-    client window, CLI call and hook. `service status` shows it, `service stop` stops it.
+    One per user, data directory and settings: it keeps the model and the memory warm for
+    every client window, CLI call and hook configured like it; a caller with another store,
+    team pool, model, threshold or distillation setup gets a service of its own.
+    `service status` shows them all, `service stop` stops them all.
     """
     if click.get_current_context().invoked_subcommand is not None:
         return
+    from mtl_mcp.operations.service import Rendezvous
     from mtl_mcp.server.service import claim
 
     config = settings()
+    if key is not None and key != Rendezvous.of(config).key:
+        # The window that started it saw other settings (the config file changed between).
+        click.echo("mtl-mcp service: these settings are not the starting window's", err=True)
+        raise SystemExit(2)
     held = claim(config)  # before the heavy imports: a second service leaves at once
     if held is None:
-        click.echo(f"another mtl-mcp service already serves {config.home}", err=True)
+        click.echo(f"another mtl-mcp service already serves these settings in {config.home}",
+                   err=True)  # fmt: skip
         return
     from mtl_mcp.server.connections import run_service
 
@@ -105,32 +114,44 @@ def service(idle_seconds: float | None) -> None:
 @common
 @json_option
 def status(as_json: bool) -> None:
-    """Show the running service: pid, version, windows connected, memory (exit 1: none)."""
-    from mtl_mcp.operations.service import request
+    """Show every service of the data directory: pid, version, windows, memory, what it
+    serves; `*` marks the one these settings use (exit 1: none runs)."""
+    from mtl_mcp.operations.service import Rendezvous, statuses
 
-    reply = request(settings(), "status")
+    config = settings()
+    found = statuses(config)
     if as_json:
-        echo_json(reply or {"ok": False, "running": False})
-    elif reply:
+        echo_json({"running": bool(found), "key": Rendezvous.of(config).key, "services": found})
+    elif not found:
+        click.echo("not running (a window starts one when it needs it)")
+    for reply in [] if as_json else found:
+        serves = reply.get("serves") or {}
+        what = ", ".join(f"{name} {value}" for name, value in serves.items() if value is not None)
         click.echo(
-            f"running: pid {reply['pid']}, version {reply['version']}, "
-            f"{reply['windows']} windows, up {reply['uptime_s']} s, "
-            f"{reply['rss_mb']} MB resident"
+            f"{'*' if reply['current'] else ' '} {reply['key'] or 'mtl-mcp 0.2 layout'}: "
+            f"pid {reply['pid']}, version {reply['version']}, {reply['windows']} windows, "
+            f"up {reply['uptime_s']} s, {reply['rss_mb']} MB resident"
+            + (f"; {what}" if what else "")
         )
-    else:
-        click.echo("not running (a window starts it when it needs it)")
-    if not reply:
+    if found and not as_json and not any(reply["current"] for reply in found):
+        click.echo("none serves these settings (a window with them starts its own)")
+    if not found:
         raise SystemExit(1)
 
 
 @service.command()
 @common
 def stop() -> None:
-    """Stop the running service; open windows start a new one when they next need it."""
-    from mtl_mcp.operations.service import stop_service
+    """Stop every service of the data directory; open windows start a new one when they
+    next need it."""
+    from mtl_mcp.operations.service import stop_services
 
-    stopped = stop_service(settings())
-    click.echo("stopped" if stopped else "not running")
+    stopped = stop_services(settings().home)
+    click.echo(f"stopped {_services(len(stopped))}" if stopped else "not running")
+
+
+def _services(count: int) -> str:
+    return "1 service" if count == 1 else f"{count} services"
 
 
 COMMANDS = [serve, doctor, service]

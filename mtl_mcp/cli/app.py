@@ -91,8 +91,9 @@ def open_memory() -> Memory:
 
 
 def quick_memory() -> Memory | ServiceMemory:
-    """For a query or a small write: the running service's warm memory if there is one
-    (no model load, and its dedup stays exact), else this process's own."""
+    """For a query or a small write: the warm memory of the running service configured like
+    this process, if there is one (no model load, and its dedup stays exact), else this
+    process's own. A service with other settings is never used."""
     from mtl_mcp.server.calls import ServiceMemory
 
     config = settings()
@@ -102,11 +103,13 @@ def quick_memory() -> Memory | ServiceMemory:
 
 
 def stop_the_service() -> None:
-    """Stop a running service before rewriting the store under it; windows restart it."""
-    from mtl_mcp.operations.service import stop_service
+    """Stop every running service of the data directory (whatever settings each serves)
+    before rewriting the store under it; windows restart them."""
+    from mtl_mcp.operations.service import stop_services
 
-    if stop_service(settings()):
-        click.echo("stopped the running mtl-mcp service (windows restart it)", err=True)
+    if stopped := stop_services(settings().home):
+        what = "service" if len(stopped) == 1 else f"{len(stopped)} services"
+        click.echo(f"stopped the running mtl-mcp {what} (windows restart them)", err=True)
 
 
 def echo_json(value: Any) -> None:

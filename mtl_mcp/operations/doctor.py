@@ -200,7 +200,7 @@ def _backups(settings: Settings) -> Check:
 
 
 def _service(settings: Settings) -> Check:
-    from mtl_mcp.operations.service import Rendezvous, request
+    from mtl_mcp.operations.service import Rendezvous, statuses
 
     if not settings.service:
         return Check(
@@ -209,22 +209,23 @@ def _service(settings: Settings) -> Check:
             required=False,
             detail="off (MTL_MCP_SERVICE=off): every window loads its own model and store",
         )
-    status = request(settings, "status", timeout=5.0)
-    if status and status.get("ok"):
-        return Check(
-            name="service",
-            ok=True,
-            required=False,
-            detail=f"running: pid {status['pid']}, version {status['version']}, "
-            f"{status['windows']} windows, {status['rss_mb']} MB resident",
+    found = statuses(settings)
+    mine = [s for s in found if s["current"]]
+    others = [str(s["pid"]) for s in found if not s["current"]]
+    if mine:
+        detail = (
+            f"running for these settings: pid {mine[0]['pid']}, version {mine[0]['version']}, "
+            f"{mine[0]['windows']} windows, {mine[0]['rss_mb']} MB resident"
         )
-    log = Rendezvous.of(settings).log_file
-    return Check(
-        name="service",
-        ok=True,
-        required=False,
-        detail=f"not running: the first window starts it (its log: {log})",
-    )
+    else:
+        log = Rendezvous.of(settings).log_file
+        detail = f"not running for these settings: the first window starts it (its log: {log})"
+    if others:
+        detail += (
+            f"; {len(others)} more for other settings (pid {', '.join(others)}): "
+            "`mtl-mcp service status`"
+        )
+    return Check(name="service", ok=True, required=False, detail=detail)
 
 
 def _open_to_others(path: Path) -> bool:

@@ -101,7 +101,8 @@ class ServiceMemory:
 
     @classmethod
     def running(cls, settings: Settings) -> ServiceMemory | None:
-        """A handle on the service if one runs now (this never starts one)."""
+        """A handle on the service for these settings if one runs now (this never starts
+        one; a service with other settings refuses, and this is None)."""
         reply = request(settings, "status", timeout=2.0)
         return cls(settings) if reply and reply.get("ok") else None
 
@@ -111,6 +112,8 @@ class ServiceMemory:
             raise MtlError("the mtl-mcp service stopped while answering: run the command again")
         if not reply.get("ok"):
             error = reply.get("error") or {}
+            if not isinstance(error, dict):  # the service refused the hello itself
+                raise MtlError(f"the mtl-mcp service refused: {error}; run the command again")
             kind = getattr(errors, str(error.get("type")), MtlError)
             raise (kind if isinstance(kind, type) and issubclass(kind, MtlError) else MtlError)(
                 str(error.get("message", "the service failed"))

@@ -147,6 +147,9 @@ async def _converse(
     if not isinstance(hello, dict):
         return
     kind = hello.get("kind")
+    if refusal := _other_settings(service, kind, hello.get("fingerprint")):
+        await _send(stream, refusal)
+        return
     newer = version_tuple(str(hello.get("mtl-mcp", "0"))) > version_tuple(__version__)
     if kind == "mcp" and (service.retiring or newer):
         service.retire()  # a newer window: a newer service takes the socket and the lock now
@@ -173,6 +176,29 @@ async def _converse(
         await _send(stream, {"ok": True, "version": __version__, "pid": os.getpid()})
     else:
         await _send(stream, {"ok": False, "error": f"unknown request kind {kind!r}"})
+
+
+def _other_settings(service: Service, kind: Any, told: Any) -> dict[str, Any] | None:
+    """The refusal of a hello from a client configured otherwise: "mcp" and "call" must
+    carry the client's fingerprint; status and stop, sent to every service of a data
+    directory, may leave it out. None if this service may answer."""
+    own = service.claim.rendezvous.fingerprint
+    if told == own or (told is None and kind in ("status", "stop")):
+        return None
+    key = service.claim.rendezvous.key
+    logger.info("refused a %s hello from a client with other settings", kind)
+    return {
+        "ok": False,
+        "mismatch": True,
+        "version": __version__,
+        "pid": os.getpid(),
+        "error": f"this mtl-mcp service (pid {os.getpid()}, settings {key}) serves other "
+        "settings than the client's (store, team pool, model, thresholds or distillation): "
+        "the client needs a service of its own"
+        if told is not None
+        else "the hello carries no settings fingerprint: the client is of another mtl-mcp "
+        "version; restart it",
+    }
 
 
 async def _token_ok(reader: BufferedByteReceiveStream, token: str) -> bool:

@@ -1,13 +1,15 @@
-"""`mtl-mcp service`: one warm process per user and data directory, serving every window.
+"""`mtl-mcp service`: one warm process per user, data directory and settings, serving every
+window configured like it.
 
 It owns the `Memory` (the model, the snapshot, the keyword index; the only writer, so
 deduplication is exact across windows) and speaks MCP to many connections at once over a
-Unix socket (`mtl_mcp.operations.service` has the rendezvous and the hello protocol). Each
-connection is one MCP session with the window's own context; one server instance serves
-them all.
+Unix socket (`mtl_mcp.operations.service` has the rendezvous, the settings fingerprint and
+the hello protocol). Each connection is one MCP session with the window's own context; one
+server instance serves them all.
 
-- One service: it holds an exclusive lock on `<run>/service.lock` for its whole life; a
-  second one exits at once, before importing anything heavy.
+- One service per fingerprint: it holds an exclusive lock on `<run>/<key>/service.lock`
+  for its whole life; a second one exits at once, before importing anything heavy.
+- Only its own settings: a hello whose fingerprint is not its own is refused.
 - Only its owner: the run directory is 0700, the socket 0600, and each peer's uid is
   checked (SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS).
 - No orphans: it exits after `service_idle_seconds` with no connection, and when its socket
@@ -64,7 +66,7 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 @dataclass
 class Claim:
-    """The service's hold on its data directory: the lock, and the socket it bound."""
+    """The service's hold on its rendezvous: the lock, and the socket it bound."""
 
     rendezvous: Rendezvous
     lock_fd: int
@@ -101,12 +103,13 @@ class Claim:
 
 
 def claim(settings: Settings) -> Claim | None:
-    """Take the data directory's service lock and bind its socket; None if another service
-    holds it. Cheap: it runs before anything heavy is imported."""
+    """Take the service lock of these settings' rendezvous and bind its socket; None if
+    another service holds it. Cheap: it runs before anything heavy is imported."""
     private_umask()
     rendezvous = Rendezvous.of(settings)
-    rendezvous.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(rendezvous.run_dir, 0o700)
+    for folder in (rendezvous.run_dir.parent, rendezvous.run_dir):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(folder, 0o700)
     fd = os.open(rendezvous.service_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -160,6 +163,8 @@ class Service:
             "uptime_s": round(time.monotonic() - self.started, 1),
             "rss_mb": _rss_mb(),
             "home": str(self.settings.home),
+            "key": self.claim.rendezvous.key,
+            "serves": serves(self.settings),
         }
 
     def retire(self) -> None:
@@ -177,6 +182,27 @@ class Service:
         if self.retiring or not self.claim.still_ours():
             return True
         return time.monotonic() - self.last_active >= self.idle_seconds
+
+
+def serves(settings: Settings) -> dict[str, Any]:
+    """What a service serves, to tell its status apart from another's: never a secret."""
+    return {
+        "store_uri": _without_secrets(settings.store_uri),
+        "team_uri": _without_secrets(settings.team_uri) or None,
+        "embed_model": settings.embed_model,
+        "dedup_threshold": settings.dedup_threshold,
+        "distill_backend": settings.distill_backend,
+    }
+
+
+def _without_secrets(uri: str) -> str:
+    """An object-store URI without user info, query or fragment (a token may sit there)."""
+    if "://" not in uri:
+        return uri
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
 def _rss_mb() -> float | None:

@@ -30,7 +30,7 @@ from mtl_mcp.operations.service import (
     hello,
     is_running,
     request,
-    stop_service,
+    stop_services,
 )
 from mtl_mcp.server.calls import ServiceMemory
 from tests.conftest import lesson, services_under
@@ -50,10 +50,11 @@ NEAR_COPY = lesson(
 
 
 def window_env(home: Path, **extra: str) -> dict[str, str]:
+    """A window configured like this test (the service serves only windows whose settings
+    match its own), in data directory `home`, with `extra` on top."""
     return {
+        **os.environ,
         "MTL_MCP_HOME": str(home),
-        "PATH": os.environ["PATH"],
-        "MTL_MCP_STARTER": os.environ.get("MTL_MCP_STARTER", "1"),
         "MTL_MCP_SERVICE_IDLE_SECONDS": "30",
         **extra,
     }
@@ -112,7 +113,7 @@ async def test_ten_windows_started_at_once_make_one_service(
             windows.start_soon(one_window)
     assert found == [[stored.id]] * 10
     assert len(services_under(tmp_path)) == 1
-    assert stop_service(settings)
+    assert stop_services(settings.home)
     assert services_under(tmp_path) == []
 
 
@@ -171,7 +172,7 @@ def test_an_idle_service_exits_and_leaves_no_process(tmp_path: Path) -> None:
         assert relay.returncode == 0 and relay.stdout == b""
     assert len(services_under(tmp_path)) == 1
     wait_for(lambda: services_under(tmp_path) == [], timeout=30)
-    assert not Rendezvous(home / "run").socket_path.exists()
+    assert not [r for r in Rendezvous.every(home) if r.socket_path.exists()]
 
 
 async def test_a_stale_socket_is_replaced(settings: Settings, tmp_path: Path) -> None:
@@ -202,7 +203,7 @@ def test_another_user_is_refused() -> None:
         sock, _ = ensure_service(settings, "status")
         sock.close()
         run = Rendezvous.of(settings)
-        for opened in (home.parent, home, run.run_dir):
+        for opened in (home.parent, home, run.run_dir.parent, run.run_dir):
             os.chmod(opened, 0o755)
         os.chmod(run.socket_path, 0o777)
         nobody = pwd.getpwnam("nobody")
@@ -230,7 +231,7 @@ def test_another_user_is_refused() -> None:
         assert seen.stdout in ("b''", "refused")  # closed without a word
         assert request(settings, "status") is not None  # its owner is still served
     finally:
-        stop_service(settings)
+        stop_services(settings.home)
         shutil.rmtree(home.parent, ignore_errors=True)
 
 
@@ -277,7 +278,7 @@ async def test_near_duplicates_from_two_windows_at_once_make_one_insight(
         windows.start_soon(record, LESSON)
         windows.start_soon(record, NEAR_COPY)
     assert sorted(results) == ["merged", "stored"]
-    stop_service(settings)
+    stop_services(settings.home)
     assert len(list(Memory(settings).export())) == 1
 
 
@@ -315,9 +316,11 @@ def test_a_newer_window_retires_an_older_service(settings: Settings, tmp_path: P
 
 def _old_window(settings: Settings) -> socket.socket:
     """A window of the old version, connected to the old service."""
+    rendezvous = Rendezvous.of(settings)
     sock = socket.socket(socket.AF_UNIX)
-    sock.connect(str(Rendezvous.of(settings).socket_path))
-    sock.sendall(json.dumps({"mtl-mcp": "0.1.9", "kind": "mcp", "window": {}}).encode() + b"\n")
+    sock.connect(str(rendezvous.socket_path))
+    told = {"mtl-mcp": "0.1.9", "kind": "mcp", "fingerprint": rendezvous.fingerprint}
+    sock.sendall(json.dumps({**told, "window": {}}).encode() + b"\n")
     assert json.loads(sock.makefile().readline())["ok"]
     return sock
 
