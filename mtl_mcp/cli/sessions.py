@@ -228,7 +228,7 @@ def session_start(config: Any) -> None:
 
     text = context_for(read_stdin(), config)
     if text:
-        click.echo(text)
+        click.echo(text, nl=not text.endswith("\n"))
 
 
 @hook.command("worker", hidden=True)
