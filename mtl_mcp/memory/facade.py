@@ -329,11 +329,13 @@ class Memory:
         min_score: float | None = None,
         exclude_domains: Sequence[str] | None = None,
         method: str | RecallMethod | None = None,
+        exclude_ids: Collection[str] = (),
     ) -> list[RecallHit]:
         """The top-k active insights for a short plan, best first.
 
         `exclude_domains` leaves those domains out (the evaluation's leave-one-domain-out);
-        `method` picks a ranking from `index.methods.METHODS` (default: the evaluated best).
+        `method` picks a ranking from `index.methods.METHODS` (default: the evaluated best);
+        `exclude_ids` leaves out insights already shown (the next best take their place).
         """
         ranking = get_method(method)
         if not plan.strip():
@@ -350,13 +352,15 @@ class Memory:
         self._check_model()
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
         snapshot = self._snapshot()
-        mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains)
+        mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains, exclude_ids)
         keywords = self._personal.keywords(snapshot) if ranking.keywords else None
         pools = [queries.Pool("personal", snapshot, mask, keywords)]
         team = self._team_snapshot()
         if self.team is not None and team is not None:
             team_project = self.team.project(project)
-            team_mask = queries.recall_mask(team, scope, team_project, domains, exclude_domains)
+            team_mask = queries.recall_mask(
+                team, scope, team_project, domains, exclude_domains, exclude_ids
+            )
             pool = self.team.pool(team, snapshot, team_mask)
             pools.append(pool if ranking.keywords else replace(pool, keywords=None))
         hits = queries.recall_hits(pools, query, plan, k, ranking, min_score)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +49,12 @@ def recall_mask(
     project: str | None,
     domains: Sequence[str] | None,
     exclude_domains: Sequence[str] | None,
+    exclude_ids: Collection[str] = (),
 ) -> Mask:
-    """The active rows a recall may return."""
+    """The active rows a recall may return (none of `exclude_ids`)."""
     mask = snapshot.active.copy()
+    if exclude_ids:
+        mask &= ~snapshot.column_mask("id", exclude_ids)
     if project and scope == "this-project":
         mask &= snapshot.project_mask(project)
     elif project and scope == "other-projects":

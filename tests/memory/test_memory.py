@@ -359,3 +359,13 @@ def test_a_recall_does_not_wait_for_a_record_in_progress(settings: Settings) -> 
     writer.join(60)
     assert store.stats()["total"] == 8
     store.close()
+
+
+def test_recall_can_leave_out_insights_already_shown(store: Memory) -> None:
+    """Excluded ids make room for the next best: k results still come back."""
+    stored = store.record(distinct_lessons(6, offset=40))
+    plan = "Isolate the flaky tests in a minimal reproduction."
+    first = [h.id for h in store.recall(plan, k=3)]
+    after = [h.id for h in store.recall(plan, k=3, exclude_ids=first)]
+    assert len(after) == 3 and not set(first) & set(after)
+    assert set(first) | set(after) == {r.id for r in stored}
