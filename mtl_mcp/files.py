@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 
 def write_private(path: Path, data: str | bytes) -> None:
     """Replace `path` atomically with `data`, readable by the owner only.
 
-    A reader sees the old file or the new one, never half of either.
+    A reader sees the old file or the new one, never half of either. Each call writes its
+    own temporary file (mkstemp: created 0600, a unique name), so threads and processes
+    replacing the same file at once never write into one another's: the last replace wins.
     """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
