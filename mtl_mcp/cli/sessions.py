@@ -18,6 +18,7 @@ import click
 
 from mtl_mcp.cli.app import common, echo_json, json_option, settings, stderr_console
 from mtl_mcp.config import Settings, load_settings, private_umask
+from mtl_mcp.errors import MtlError
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import Format
 
@@ -197,6 +198,8 @@ def hook_command(fn: F) -> F:
             config = load_settings(home)
             log_to_file(config)
             fn(config, *args, **kwargs)
+        except MtlError as exc:  # said in our words: one line
+            logger.warning("hook %s: %s", fn.__name__, exc)
         except Exception:  # a memory bug must never break the user's session
             logger.exception("hook %s failed", fn.__name__)
         sys.exit(0)

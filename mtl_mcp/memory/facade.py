@@ -39,6 +39,7 @@ from mtl_mcp.errors import (
     NotFoundError,
     Retryable,
     StoreError,
+    StoreReadOnly,
 )
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
@@ -129,6 +130,7 @@ class Memory:
         self._recalls_lock = threading.Lock()
         self._pending_recalls: Counter[str] = Counter()
         self._drained_at = 0.0  # when the background last tried to drain the team outbox
+        self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -585,7 +587,10 @@ class Memory:
 
     def flush(self, drain: bool = True) -> None:
         """Write accumulated recall counts (recall stays a pure read on its hot path), and
-        (`drain`) retry the team outbox once per refresh interval while the pool answers."""
+        (`drain`) retry the team outbox once per refresh interval while the pool answers.
+
+        A read-only store cannot take the counts: they are dropped (they are shown, never
+        ranked by), said once in the log, and reads go on."""
         if drain:
             self._drain_outbox()
         with self._recalls_lock:
@@ -601,6 +606,11 @@ class Memory:
                     {"recall_count": f"recall_count + {count}"},
                     patch=functools.partial(Snapshot.add_recall_counts, counts=counts),
                 )
+            except StoreReadOnly as exc:
+                if not self._counts_unsaved:
+                    logger.info("recall counts are not saved: %s", exc)
+                self._counts_unsaved = True
+                return
             except StoreError:  # keep the unwritten counts for the next flush
                 with self._recalls_lock:
                     for times, group in by_count.items():

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings, private_umask
+from mtl_mcp.files import open_private, private_dir, write_private
 from mtl_mcp.operations.service import Rendezvous, uses_unix_sockets
 from mtl_mcp.version import __version__
 
@@ -102,12 +103,13 @@ class Claim:
 
 def claim(settings: Settings) -> Claim | None:
     """Take the data directory's service lock and bind its socket; None if another service
-    holds it. Cheap: it runs before anything heavy is imported."""
+    holds it. Cheap: it runs before anything heavy is imported. A data directory that
+    cannot hold its socket (read-only, a file) raises our error."""
     private_umask()
     rendezvous = Rendezvous.of(settings)
-    rendezvous.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(rendezvous.run_dir)
     os.chmod(rendezvous.run_dir, 0o700)
-    fd = os.open(rendezvous.service_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_private(rendezvous.service_lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -130,8 +132,6 @@ def claim(settings: Settings) -> Claim | None:
     listener = socket.create_server(("127.0.0.1", 0))
     token = secrets.token_urlsafe(32)
     port = listener.getsockname()[1]
-    from mtl_mcp.files import write_private
-
     write_private(rendezvous.tcp_file, json.dumps([port, token]))
     return Claim(rendezvous, fd, listener, None, token)
 
