@@ -3,7 +3,6 @@ forget, stats, seed, reindex."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import click
 from mtl_mcp.cli.app import (
     cli_project,
     common,
+    confirm_destructive,
     echo_json,
     json_option,
     open_memory,
@@ -208,7 +208,7 @@ def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> Non
 @click.command()
 @common
 @click.argument("insight_id")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed off a terminal).")
 @click.option(
     "--purge",
     is_flag=True,
@@ -222,8 +222,7 @@ def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
         return
     memory = quick_memory()
     target = memory.get(insight_id)
-    if not yes and sys.stdin.isatty():
-        click.confirm(f"Forget {target.id} '{target.title}'?", abort=True)
+    confirm_destructive(yes, f"forget deletes {target.id} '{target.title}'")
     gone = memory.forget(insight_id)
     if as_json:
         echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
@@ -235,11 +234,12 @@ def _forget_for_good(insight_id: str, yes: bool, as_json: bool) -> None:
     from mtl_mcp.cli.safety import echo_purge
     from mtl_mcp.operations.purge import insight_to_purge, purge_insight
 
-    stop_the_service()  # the purge rewrites every file of the table
     memory = open_memory()
     target = insight_to_purge(memory, insight_id)
-    if not yes and sys.stdin.isatty():
-        click.confirm(f"Forget {target.id} '{target.title}' and every trace of it?", abort=True)
+    confirm_destructive(
+        yes, f"forget --purge deletes {target.id} '{target.title}' and every trace of it"
+    )
+    stop_the_service()  # the purge rewrites every file of the table
     echo_purge(purge_insight(memory, target), as_json)
 
 
