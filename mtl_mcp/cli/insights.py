@@ -23,6 +23,8 @@ from mtl_mcp.config import fewer_malloc_arenas
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
 from mtl_mcp.text.render import insight_markdown, recall_text
 
+PROBLEMS_SHOWN = 20  # of an import's bad lines on stderr; --json has every one
+
 
 @click.command()
 @common
@@ -115,11 +117,17 @@ def import_(file: Path, as_json: bool) -> None:
         report = memory.import_file(file, advance)
     if as_json:
         echo_json(report)
-        return
-    for problem in report.problems:
-        click.echo(f"{file}:{problem.line}: {problem.problem}", err=True)
-    totals = report.model_dump(exclude={"problems"})
-    click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
+    else:
+        for problem in report.problems[:PROBLEMS_SHOWN]:
+            click.echo(f"{file}:{problem.line}: {problem.problem}", err=True)
+        if len(report.problems) > PROBLEMS_SHOWN:
+            more = len(report.problems) - PROBLEMS_SHOWN
+            click.echo(f"{file}: {more} more problems (--json lists them all)", err=True)
+        totals = report.model_dump(exclude={"problems"})
+        click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
+    if not report.stored + report.merged:  # a script must see that nothing landed
+        why = "every item in it was skipped or rejected" if report.problems else "it is empty"
+        raise click.ClickException(f"nothing was imported from {file}: {why}")
 
 
 @click.command()
