@@ -47,6 +47,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoreBusy",
         "StoreDamaged",
         "StoreError",
+        "StoreReadOnly",
         "StoreUnavailable",
         "TranscriptError",
         "UnusableOutput",
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they load la
     from mtl_mcp.errors import StoreBusy as StoreBusy
     from mtl_mcp.errors import StoreDamaged as StoreDamaged
     from mtl_mcp.errors import StoreError as StoreError
+    from mtl_mcp.errors import StoreReadOnly as StoreReadOnly
     from mtl_mcp.errors import StoreUnavailable as StoreUnavailable
     from mtl_mcp.errors import TranscriptError as TranscriptError
     from mtl_mcp.errors import UnusableOutput as UnusableOutput

@@ -14,6 +14,7 @@ the CLI, a log line in hooks.
     ├── StoreError             the store cannot be opened, read or written
     │   ├── NotFoundError      no insight has the requested id
     │   ├── StoreDamaged       the store's files are damaged: `mtl-mcp doctor` names a backup
+    │   ├── StoreReadOnly      the data directory or store cannot be written (reads still work)
     │   ├── StoreBusy *        a write kept conflicting with other writers
     │   └── StoreUnavailable * the object store could not be reached, or did not answer in time
     ├── EmbeddingError         the embedding model is missing, corrupt or mismatched
@@ -64,6 +65,12 @@ class NotFoundError(StoreError):
 
 class StoreDamaged(StoreError):
     """The store's files are damaged; `mtl-mcp doctor` says which backup restores them."""
+
+
+class StoreReadOnly(StoreError):
+    """The data directory or the store is read-only, or not writable by this user: reading
+    it works, changing it cannot (a locked-down machine, a team directory mounted
+    read-only). Nothing is damaged."""
 
 
 class StoreBusy(StoreError, Retryable):

@@ -25,6 +25,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from mtl_mcp.config import Settings
+from mtl_mcp.errors import MtlError
+from mtl_mcp.files import open_private
 from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import missing_conversation
@@ -101,9 +103,10 @@ def parse_input(raw: str) -> HookInput:
 
 
 def spawn_detached(settings: Settings, *args: str) -> None:
-    """Start `mtl-mcp <args>` fully detached: it outlives the hook and the client session."""
-    settings.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log = os.open(settings.logs_dir / "worker.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    """Start `mtl-mcp <args>` fully detached: it outlives the hook and the client session.
+    StoreReadOnly (or ConfigError) when the data directory cannot take its log: the child
+    could not do its work there either."""
+    log = open_private(settings.logs_dir / "worker.log", os.O_WRONLY | os.O_APPEND)
     try:
         subprocess.Popen(
             [sys.executable, "-m", "mtl_mcp", *args, "--home", str(settings.home)],
@@ -149,25 +152,54 @@ def session_start(raw: str, settings: Settings) -> str:
         return ""
     payload = parse_input(raw)
     project_dir = str(payload.project_dir or Path.cwd())
-    if any(Spool(settings).pending.glob("*.json")):  # catch up on sessions not yet distilled
-        spawn_detached(settings, "hook", "worker")
     if settings.service:
         fresh = request(
             settings, "call", timeout=3.0, method="context", params={"project_dir": project_dir}
         )
         if fresh and fresh.get("ok"):
+            _start_background(settings, [])
             return str(fresh["result"])
-    spawn_detached(settings, "hook", "refresh", "--project-dir", project_dir)
+    _start_background(settings, ["hook", "refresh", "--project-dir", project_dir])
     return cached_context(settings, resolve_project(project_dir))
 
 
+def _start_background(settings: Settings, refresh: list[str]) -> None:
+    """Start a worker for sessions not yet distilled, and the context `refresh`, if any.
+    They are catching up, so a data directory that cannot take them (read-only, say) is
+    logged and the session still gets the context as it is."""
+    try:
+        if any(Spool(settings).pending.glob("*.json")):
+            spawn_detached(settings, "hook", "worker")
+        if refresh:
+            spawn_detached(settings, *refresh)
+    except MtlError as exc:
+        logger.warning("session-start: the context is not refreshed: %s", exc)
+
+
+class _OneLine(logging.Formatter):
+    """A log line without the traceback: for stderr, which a client may show the user."""
+
+    def formatException(self, ei: Any) -> str:
+        return ""
+
+
 def log_to_file(settings: Settings) -> None:
-    """Hooks have no terminal: log to `<home>/logs/hooks.log` (no insight or transcript text)."""
-    settings.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = settings.logs_dir / "hooks.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    os.chmod(path, 0o600)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    """Hooks have no terminal: log to `<home>/logs/hooks.log` (no insight or transcript text).
+    When it cannot be written (a read-only data directory, a file in its place), log one
+    line per warning to stderr instead: a hook must still do its work."""
     root = logging.getLogger()
-    root.addHandler(handler)
     root.setLevel(logging.INFO)
+    path = settings.logs_dir / "hooks.log"
+    try:
+        os.close(open_private(path, os.O_WRONLY | os.O_APPEND))
+        os.chmod(path, 0o600)
+        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+    except MtlError as exc:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(_OneLine("mtl-mcp hook: %(message)s"))
+        root.addHandler(handler)
+        logger.warning("logging to stderr: %s", exc)
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)

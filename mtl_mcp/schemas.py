@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -222,19 +222,74 @@ class ShareResult(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="Abstraction problems.")
 
 
+# A plan or a query is a few sentences: embedding and scoring megabytes would stall a shared
+# server (a 20 MB plan took 24 s). One limit, checked by `Memory`, for every front door.
+TEXT_MAX = 4000
+NOTE_MAX = 500  # a rating's note
+
+# What a value of each JSON type is called in an error message.
+_KINDS = {
+    "string": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+    "int_from_float": "an integer",
+    "datetime": "a date and time (ISO 8601)",
+    "date": "a date (ISO 8601)",
+}
+
+
+def too_long(where: str, length: int, limit: int) -> str:
+    """The one message for a text over its limit, whichever door it came through."""
+    return f"{where} is {length} characters: shorten it to at most {limit}"
+
+
 def validation_problems(exc: ValidationError, what: str = "insight") -> list[str]:
-    """One readable line per problem pydantic found, naming the field and, for a length
-    limit, the size to cut to. The offending value itself is never quoted."""
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ())) or what
-        kind = error.get("type", "")
-        limit = (error.get("ctx") or {}).get("max_length")
-        value = error.get("input")
-        if kind == "string_too_long" and isinstance(value, str):
-            problems.append(f"{where} is {len(value)} characters: shorten it to at most {limit}")
-        elif kind == "string_too_short":
-            problems.append(f"{where} is empty: write it")
-        else:
-            problems.append(f"{where}: {error.get('msg', 'invalid')}")
-    return problems
+    """One readable line per problem pydantic found, in our words (no pydantic text or
+    links), naming the field and what to pass instead. The offending value itself is never
+    quoted."""
+    return [_problem(error, what) for error in exc.errors(include_url=False)]
+
+
+def _problem(error: Any, what: str) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ())) or what
+    kind = str(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    value = error.get("input")
+    if kind == "string_too_long" and isinstance(value, str):
+        return too_long(where, len(value), int(ctx.get("max_length", 0)))
+    if kind == "string_too_short":
+        return f"{where} is empty: write it"
+    if kind == "missing":
+        return f"{where} is missing: pass it"
+    if kind == "too_long":
+        return f"{where} has too many items: pass at most {ctx.get('max_length')}"
+    if kind == "too_short":
+        return f"{where} has too few items: pass at least {ctx.get('min_length')}"
+    if kind in ("literal_error", "enum"):
+        return f"{where} must be one of {ctx.get('expected')}"
+    bounds = {
+        "greater_than_equal": ("at least", "ge"),
+        "greater_than": ("more than", "gt"),
+        "less_than_equal": ("at most", "le"),
+        "less_than": ("less than", "lt"),
+    }
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"{where} is out of range: use {words} {ctx.get(key)}"
+    if kind == "finite_number":
+        return f"{where} must be a finite number"
+    if kind == "json_invalid":
+        return f"{where} is not valid JSON"
+    if kind == "string_pattern_mismatch":
+        return f"{where} does not have the expected form: see its description"
+    base = kind.removesuffix("_type").removesuffix("_parsing")
+    base = next((b for b in ("datetime", "date") if base.startswith(b)), base)
+    if base in _KINDS:
+        return f"{where} must be {_KINDS[base]}"
+    if kind == "value_error":  # our own validators' words, after pydantic's prefix
+        return f"{where}: {str(error.get('msg', '')).removeprefix('Value error, ')}"
+    return f"{where} is not valid here: see the tool's or the format's description"

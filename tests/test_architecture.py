@@ -33,6 +33,7 @@ PUBLIC = [
     "StoreBusy",
     "StoreDamaged",
     "StoreError",
+    "StoreReadOnly",
     "StoreUnavailable",
     "TranscriptError",
     "UnusableOutput",
@@ -67,7 +68,7 @@ def test_every_error_is_an_mtl_error() -> None:
     errors = [getattr(mtl_mcp, name) for name in PUBLIC if name.endswith(("Error", "Busy"))]
     errors += [mtl_mcp.BudgetExceeded, mtl_mcp.BudgetTooSmall, mtl_mcp.DistillUnavailable]
     errors += [mtl_mcp.StoreDamaged, mtl_mcp.UnusableOutput, mtl_mcp.Retryable]
-    errors += [mtl_mcp.StoreUnavailable]
+    errors += [mtl_mcp.StoreUnavailable, mtl_mcp.StoreReadOnly]
     assert all(issubclass(error, mtl_mcp.MtlError) for error in errors)
     retryable = {e.__name__ for e in errors if issubclass(e, mtl_mcp.Retryable)}
     assert retryable == {

@@ -112,6 +112,21 @@ def stop_the_service() -> None:
         click.echo(f"stopped the running mtl-mcp {what} (windows restart them)", err=True)
 
 
+def confirm_destructive(yes: bool, deed: str) -> None:
+    """Ask before a command deletes or replaces data (`deed` says what it would do, e.g.
+    "forget deletes ins_1 'Title'"). Off a terminal (a script, a pipe, </dev/null) nobody
+    can answer, and no answer is not a yes: refuse, unless --yes was given. Call it before
+    anything changes, the running service included."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(
+            f"{deed}, and stdin is not a terminal to confirm it: nothing was changed; "
+            "pass --yes to go ahead"
+        )
+    click.confirm(f"{deed}. Go ahead?", abort=True)
+
+
 def echo_json(value: Any) -> None:
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")

@@ -3,7 +3,6 @@ forget, stats, seed, reindex."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import click
 from mtl_mcp.cli.app import (
     cli_project,
     common,
+    confirm_destructive,
     echo_json,
     json_option,
     open_memory,
@@ -22,6 +22,8 @@ from mtl_mcp.cli.app import (
 from mtl_mcp.config import fewer_malloc_arenas
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
 from mtl_mcp.text.render import insight_markdown, recall_text
+
+PROBLEMS_SHOWN = 20  # of an import's bad lines on stderr; --json has every one
 
 
 @click.command()
@@ -118,11 +120,17 @@ def import_(file: Path, as_json: bool) -> None:
         report = memory.import_file(file, advance)
     if as_json:
         echo_json(report)
-        return
-    for problem in report.problems:
-        click.echo(f"{file}:{problem.line}: {problem.problem}", err=True)
-    totals = report.model_dump(exclude={"problems"})
-    click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
+    else:
+        for problem in report.problems[:PROBLEMS_SHOWN]:
+            click.echo(f"{file}:{problem.line}: {problem.problem}", err=True)
+        if len(report.problems) > PROBLEMS_SHOWN:
+            more = len(report.problems) - PROBLEMS_SHOWN
+            click.echo(f"{file}: {more} more problems (--json lists them all)", err=True)
+        totals = report.model_dump(exclude={"problems"})
+        click.echo(", ".join(f"{n} {status}" for status, n in totals.items()))
+    if not report.stored + report.merged:  # a script must see that nothing landed
+        why = "every item in it was skipped or rejected" if report.problems else "it is empty"
+        raise click.ClickException(f"nothing was imported from {file}: {why}")
 
 
 @click.command()
@@ -211,7 +219,7 @@ def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> Non
 @click.command()
 @common
 @click.argument("insight_id")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed off a terminal).")
 @click.option(
     "--purge",
     is_flag=True,
@@ -225,8 +233,7 @@ def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
         return
     memory = quick_memory()
     target = memory.get(insight_id)
-    if not yes and sys.stdin.isatty():
-        click.confirm(f"Forget {target.id} '{target.title}'?", abort=True)
+    confirm_destructive(yes, f"forget deletes {target.id} '{target.title}'")
     gone = memory.forget(insight_id)
     if as_json:
         echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
@@ -238,11 +245,12 @@ def _forget_for_good(insight_id: str, yes: bool, as_json: bool) -> None:
     from mtl_mcp.cli.safety import echo_purge
     from mtl_mcp.operations.purge import insight_to_purge, purge_insight
 
-    stop_the_service()  # the purge rewrites every file of the table
     memory = open_memory()
     target = insight_to_purge(memory, insight_id)
-    if not yes and sys.stdin.isatty():
-        click.confirm(f"Forget {target.id} '{target.title}' and every trace of it?", abort=True)
+    confirm_destructive(
+        yes, f"forget --purge deletes {target.id} '{target.title}' and every trace of it"
+    )
+    stop_the_service()  # the purge rewrites every file of the table
     echo_purge(purge_insight(memory, target), as_json)
 
 

@@ -5,12 +5,18 @@ Registered on the main group by `mtl_mcp.cli`; errors are translated by its grou
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from mtl_mcp.cli.app import common, echo_json, json_option, open_memory, stop_the_service
+from mtl_mcp.cli.app import (
+    common,
+    confirm_destructive,
+    echo_json,
+    json_option,
+    open_memory,
+    stop_the_service,
+)
 from mtl_mcp.config import private_umask
 
 if TYPE_CHECKING:  # the purge machinery imports pyarrow: not for `--help` or the hooks
@@ -72,8 +78,6 @@ def purge(pattern: str, ignore_case: bool, dry_run: bool, yes: bool, as_json: bo
     from mtl_mcp.operations.purge import compile_pattern, matching, purge_pattern, team_matching
 
     regex = compile_pattern(pattern, ignore_case)
-    if not dry_run:
-        stop_the_service()  # the purge rewrites every file of the table
     memory = open_memory()
     shared, others = team_matching(memory, regex)
     found = [*matching(memory, regex), *shared]
@@ -88,12 +92,10 @@ def purge(pattern: str, ignore_case: bool, dry_run: bool, yes: bool, as_json: bo
             if others:
                 click.echo(f"{others} insights other members shared match too", err=True)
         return
-    if not yes:
-        if not sys.stdin.isatty():
-            raise click.UsageError("purge deletes for good: pass --yes when not at a terminal")
-        click.confirm(
-            f"Purge {len(found)} matching insights and every trace of the pattern?", abort=True
-        )
+    confirm_destructive(
+        yes, f"purge deletes {len(found)} matching insights and every trace of the pattern"
+    )
+    stop_the_service()  # the purge rewrites every file of the table
     echo_purge(purge_pattern(memory, regex), as_json)
 
 
@@ -131,7 +133,7 @@ def backup(list_only: bool, as_json: bool) -> None:
 @click.command()
 @common
 @click.argument("name")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed off a terminal).")
 @json_option
 def restore(name: str, yes: bool, as_json: bool) -> None:
     """Replace the store with backup NAME (a name from `backup --list`, or a path).
@@ -140,13 +142,12 @@ def restore(name: str, yes: bool, as_json: bool) -> None:
     <home>/damaged/. Stop running servers first.
     """
     private_umask()
-    stop_the_service()  # the store is replaced under it
     memory = open_memory()
     chosen = memory.find_backup(name)
-    if not yes and sys.stdin.isatty():
-        click.confirm(
-            f"Replace the store with {chosen.name} ({chosen.insights} insights)?", abort=True
-        )
+    confirm_destructive(
+        yes, f"restore replaces the store with {chosen.name} ({chosen.insights} insights)"
+    )
+    stop_the_service()  # the store is replaced under it
     result = memory.restore(chosen)
     if as_json:
         echo_json(result)

@@ -18,8 +18,9 @@ import click
 
 from mtl_mcp.cli.app import common, echo_json, json_option, settings, stderr_console
 from mtl_mcp.config import Settings, load_settings, private_umask
+from mtl_mcp.errors import MtlError, TranscriptError
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
-from mtl_mcp.learning.transcripts import Format
+from mtl_mcp.learning.transcripts import Format, not_text
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,6 +83,8 @@ def distill(
     config = settings()
     if sum(bool(x) for x in (file, pending, since)) != 1:
         raise click.UsageError("give exactly one of FILE, --pending or --since")
+    if file and (problem := not_text(file)):
+        raise TranscriptError(problem)  # nothing queued: no retry would read it
     if file and dry_run:
         _dry_run(file, fmt, outcome, as_json)
         return
@@ -197,6 +200,8 @@ def hook_command(fn: F) -> F:
             config = load_settings(home)
             log_to_file(config)
             fn(config, *args, **kwargs)
+        except MtlError as exc:  # said in our words: one line
+            logger.warning("hook %s: %s", fn.__name__, exc)
         except Exception:  # a memory bug must never break the user's session
             logger.exception("hook %s failed", fn.__name__)
         sys.exit(0)

@@ -10,18 +10,24 @@ the labels themselves are a judgement call between neighbouring kinds.
 from __future__ import annotations
 
 import hashlib
+import io
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from mtl_mcp.errors import MtlError
+from mtl_mcp.files import write_private
 from mtl_mcp.schemas import Category, InsightDraft
 from mtl_mcp.text.polarity import infer_polarity
 from mtl_mcp.text.starter import starter_drafts
 
 if TYPE_CHECKING:
     from mtl_mcp.index.embedder import Embedder, Vector
+
+logger = logging.getLogger(__name__)
 
 
 class CategoryPrototypes:
@@ -47,8 +53,12 @@ class CategoryPrototypes:
         matrix = np.asarray(rows, dtype=np.float32)
         self.matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
         if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            np.save(cached, self.matrix)
+            buffer = io.BytesIO()
+            np.save(buffer, self.matrix)
+            try:  # atomic: another process may load it meanwhile
+                write_private(cached, buffer.getvalue())
+            except MtlError as exc:  # a cache: a read-only data dir just recomputes it
+                logger.info("category prototypes not cached: %s", exc)
 
     def nearest(self, vectors: Vector) -> list[Category]:
         """The category of the prototype closest to each row of `vectors`."""

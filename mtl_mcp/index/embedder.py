@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings
 from mtl_mcp.errors import EmbeddingError
-from mtl_mcp.files import sha256_file
+from mtl_mcp.files import private_dir, sha256_file
 from mtl_mcp.index.int8_graph import CANNOT_WRITE, CONVERTER_VERSION
 
 if TYPE_CHECKING:
@@ -407,7 +407,7 @@ def _unit_rows(matrix: Vector) -> Vector:
 def _load_model(model_name: str, cache_dir: Path) -> TextEmbedding:
     from fastembed import TextEmbedding
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(cache_dir)
     with model_errors(
         f"loading embedding model {model_name!r} (it is downloaded once into {cache_dir}: "
         "connect to the network once, or unset MTL_MCP_EMBED_MODEL to use the offline default)"

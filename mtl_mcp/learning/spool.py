@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from mtl_mcp.config import Settings
-from mtl_mcp.files import append_private, write_private
+from mtl_mcp.files import append_private, private_dir, write_private
 from mtl_mcp.learning.transcripts import Format
 from mtl_mcp.schemas import Outcome, RecordResult
 from mtl_mcp.storage.locks import try_exclusive
@@ -79,7 +79,7 @@ class Spool:
 
     def _ensure(self) -> None:
         for folder in (self.settings.home, self.root, self.pending, self.failed):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(folder)
 
     def enqueue(self, job: Job) -> Path:
         """Add (or refresh) the job for a session; a session has at most one pending job."""

@@ -19,6 +19,7 @@ from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.backends.select import Chooser, source_of
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
+from mtl_mcp.learning.transcripts import not_text
 from mtl_mcp.project import resolve_project
 from mtl_mcp.schemas import Provenance
 
@@ -51,6 +52,9 @@ def process_job(
             status="skipped",
             detail="this transcript was already distilled",
         )
+    if problem := not_text(transcript):  # binary: no retry reads it, nor is it done
+        spool.finish(path, job)
+        return JobOutcome(session_id=job.session_id, status="skipped", detail=problem)
     try:
         parsed, digest = digest_transcript(transcript, settings, job.format)
     except TranscriptError as exc:

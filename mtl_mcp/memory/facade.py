@@ -39,6 +39,7 @@ from mtl_mcp.errors import (
     NotFoundError,
     Retryable,
     StoreError,
+    StoreReadOnly,
 )
 from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
@@ -48,6 +49,8 @@ from mtl_mcp.memory.team import TeamPool, stats_of
 from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import (
     CATEGORIES,
+    NOTE_MAX,
+    TEXT_MAX,
     Insight,
     InsightDraft,
     ListSort,
@@ -56,6 +59,7 @@ from mtl_mcp.schemas import (
     RecordResult,
     Scope,
     ShareResult,
+    too_long,
 )
 from mtl_mcp.storage import backup
 from mtl_mcp.storage.locks import store_lock
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
+PLAN_NOT_TASK = "the 3-4 sentence plan, not the task text, a transcript or a file"
 IMPORT_BATCH = 256
 
 
@@ -131,6 +136,7 @@ class Memory:
         self._recalls_lock = threading.Lock()
         self._pending_recalls: Counter[str] = Counter()
         self._drained_at = 0.0  # when the background last tried to drain the team outbox
+        self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -342,6 +348,8 @@ class Memory:
             raise InputError(
                 "plan is empty: pass the 3-4 sentence plan you intend to follow for the task"
             )
+        if len(plan) > TEXT_MAX:
+            raise InputError(f"{too_long('plan', len(plan), TEXT_MAX)} ({PLAN_NOT_TASK})")
         if not 1 <= k <= 20:
             raise InputError(f"k={k} is out of range: ask for 1 to 20 insights")
         if scope == "this-project" and not project:
@@ -443,6 +451,8 @@ class Memory:
         """A page of insights matching the filters, and how many match in all."""
         if category and category not in CATEGORIES:
             raise InputError(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
+        if query and len(query) > TEXT_MAX:
+            raise InputError(f"{too_long('query', len(query), TEXT_MAX)} (a few words to rank by)")
         snapshot = self._snapshot()
         vector: Vector | None = None
         if query and query.strip():
@@ -489,6 +499,8 @@ class Memory:
 
     def rate(self, insight: str, helpful: bool, note: str | None = None) -> Insight:
         """Count a helpful or harmful use; retire an insight that keeps misleading."""
+        if note and len(note) > NOTE_MAX:
+            raise InputError(f"{too_long('note', len(note), NOTE_MAX)} (say why in a sentence)")
         current = self.get(insight)
         column = "helpful" if helpful else "harmful"
         values_sql = {column: f"{column} + 1"}
@@ -499,7 +511,7 @@ class Memory:
             self.team.rate(insight, values_sql)  # notes stay personal: they are not shared
             return self.get(insight)
         if note and note.strip():
-            note_text = sql_string(redact(note.strip())[:500])
+            note_text = sql_string(redact(note.strip())[:NOTE_MAX])
             values_sql["notes"] = (
                 f"array_slice(array_append(coalesce(notes, make_array()), "
                 f"{note_text}), -{NOTES_KEPT}, -1)"
@@ -602,7 +614,10 @@ class Memory:
 
     def flush(self, drain: bool = True) -> None:
         """Write accumulated recall counts (recall stays a pure read on its hot path), and
-        (`drain`) retry the team outbox once per refresh interval while the pool answers."""
+        (`drain`) retry the team outbox once per refresh interval while the pool answers.
+
+        A read-only store cannot take the counts: they are dropped (they are shown, never
+        ranked by), said once in the log, and reads go on."""
         if drain:
             self._drain_outbox()
         with self._recalls_lock:
@@ -618,6 +633,11 @@ class Memory:
                     {"recall_count": f"recall_count + {count}"},
                     patch=functools.partial(Snapshot.add_recall_counts, counts=counts),
                 )
+            except StoreReadOnly as exc:
+                if not self._counts_unsaved:
+                    logger.info("recall counts are not saved: %s", exc)
+                self._counts_unsaved = True
+                return
             except StoreError:  # keep the unwritten counts for the next flush
                 with self._recalls_lock:
                     for times, group in by_count.items():

@@ -94,7 +94,7 @@ def cached_context(settings: Settings, project: ProjectRef) -> str:
     for path in (context_file(settings, project), general_context_file(settings)):
         try:
             return path.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
-        except FileNotFoundError:
+        except OSError:  # missing, or a data directory it cannot be read in
             continue
     return starter_context(settings)
 

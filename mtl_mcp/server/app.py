@@ -24,17 +24,19 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, Resolve
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import refresh_general_context
 from mtl_mcp.project import ProjectRef, current_project, window_project
 from mtl_mcp.schemas import (
+    NOTE_MAX,
     SOURCE_DESCRIPTION,
+    TEXT_MAX,
     Category,
     Insight,
     InsightDraft,
@@ -45,6 +47,7 @@ from mtl_mcp.schemas import (
     RecordResult,
     Scope,
     Source,
+    validation_problems,
 )
 from mtl_mcp.server.sampling import (
     SamplingPlan,
@@ -66,8 +69,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 FLUSH_SECONDS = 2.0
-# A plan is a few sentences; embedding and scoring megabytes would stall a shared server.
-TEXT_ARGUMENT_MAX = 4000
+# Limits `Memory` enforces itself (one message for every door): the schema only shows them.
+PLAN_LIMIT = {"maxLength": TEXT_MAX}
+NOTE_LIMIT = {"maxLength": NOTE_MAX}
 
 INSTRUCTIONS = """\
 mtl-mcp is your memory of abstract lessons from past coding sessions, across all projects.
@@ -146,6 +150,22 @@ _INSIGHTS_SCHEMA = WithJsonSchema(
 
 def _fail(exc: MtlError) -> ToolError:
     return ToolError(str(exc))
+
+
+class _Server(MCPServer[Any]):
+    """MCPServer, with arguments that fail the input schema answered in our words (as
+    imports and records are: `schemas.validation_problems`), not in pydantic's text with
+    its links. The cause stays the ValidationError: the SDK logs its field names."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(validation_problems(cause, "arguments"))
+            raise ToolError(f"Error executing tool {name}: {problems}") from cause
 
 
 def _framed(result: RecallResult | MemoryPage) -> CallToolResult:
@@ -334,7 +354,7 @@ def build_server(
             keeper.start_warming()
         return result
 
-    mcp: MCPServer[Any] = MCPServer(
+    mcp: MCPServer[Any] = _Server(
         "mtl-mcp",
         title="MTL memory",
         version=__version__,
@@ -348,7 +368,7 @@ def build_server(
         plan: Annotated[
             str,
             Field(
-                max_length=TEXT_ARGUMENT_MAX,
+                json_schema_extra=PLAN_LIMIT,
                 description=(
                     "Your 3-4 sentence high-level plan for the task: how you will approach it, "
                     "not the raw task text."
@@ -497,7 +517,7 @@ def build_server(
     async def list_memories(
         query: Annotated[
             str | None,
-            Field(max_length=TEXT_ARGUMENT_MAX, description="Rank by similarity to this text."),
+            Field(json_schema_extra=PLAN_LIMIT, description="Rank by similarity to this text."),
         ] = None,
         domain: str | None = None,
         project: Annotated[
@@ -531,7 +551,9 @@ def build_server(
     async def rate_insight(
         id: Annotated[str, Field(description="The insight's id, from recall_insights.")],
         helpful: Annotated[bool, Field(description="true if it helped, false if it misled you.")],
-        note: Annotated[str | None, Field(max_length=500, description="Why, briefly.")] = None,
+        note: Annotated[
+            str | None, Field(json_schema_extra=NOTE_LIMIT, description="Why, briefly.")
+        ] = None,
     ) -> Insight:
         """Report whether a recalled insight helped or misled; repeated misleading retires it."""
         return await call(lambda m: m.rate(id, helpful, note))

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings, private_umask
+from mtl_mcp.files import open_private, private_dir, write_private
 from mtl_mcp.operations.service import Rendezvous, uses_unix_sockets
 from mtl_mcp.version import __version__
 
@@ -104,13 +105,14 @@ class Claim:
 
 def claim(settings: Settings) -> Claim | None:
     """Take the service lock of these settings' rendezvous and bind its socket; None if
-    another service holds it. Cheap: it runs before anything heavy is imported."""
+    another service holds it. Cheap: it runs before anything heavy is imported. A data
+    directory that cannot hold its socket (read-only, a file) raises our error."""
     private_umask()
     rendezvous = Rendezvous.of(settings)
     for folder in (rendezvous.run_dir.parent, rendezvous.run_dir):
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(folder)
         os.chmod(folder, 0o700)
-    fd = os.open(rendezvous.service_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_private(rendezvous.service_lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -133,8 +135,6 @@ def claim(settings: Settings) -> Claim | None:
     listener = socket.create_server(("127.0.0.1", 0))
     token = secrets.token_urlsafe(32)
     port = listener.getsockname()[1]
-    from mtl_mcp.files import write_private
-
     write_private(rendezvous.tcp_file, json.dumps([port, token]))
     return Claim(rendezvous, fd, listener, None, token)
 

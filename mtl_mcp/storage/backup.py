@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import InputError, StoreError
-from mtl_mcp.files import write_private
+from mtl_mcp.files import private_dir, write_private, writing
 from mtl_mcp.storage.lance import connect, lance_errors, lance_message, rewrite_without
 from mtl_mcp.storage.locks import store_lock
 from mtl_mcp.storage.schema import META_TABLE, TABLE
@@ -127,8 +127,7 @@ def make_backup(
     with lance_errors(f"opening {settings.store_uri}", "run `mtl-mcp doctor`"):
         if TABLE not in source.list_tables().tables:
             return None
-    folder = backups_dir(settings)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = private_dir(backups_dir(settings))
     name = f"{_stamp()}-{reason}"
     partial = folder / f".{name}.partial"
     try:
@@ -255,7 +254,8 @@ def restore_backup(settings: Settings, backup: BackupInfo) -> RestoreResult:
         if store.exists():
             if inspect_store(settings) is None:
                 result.saved_as = make_backup(settings, "pre-restore", protect=backup.path)
-            store.rename(aside)
+            with writing(store):
+                store.rename(aside)
         try:
             result.insights = _copy_tables(source, store, ())
         except BaseException:  # put the old store back rather than leave none
@@ -268,7 +268,7 @@ def restore_backup(settings: Settings, backup: BackupInfo) -> RestoreResult:
                 shutil.rmtree(aside)
             else:
                 damaged = settings.home / "damaged" / f"{_stamp()}-store"
-                damaged.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                private_dir(damaged.parent)
                 aside.rename(damaged)
                 result.moved_to = damaged
     return result

@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mtl_mcp.config import local_path, private_umask
-from mtl_mcp.errors import MtlError, StoreBusy, StoreDamaged, StoreError, StoreUnavailable
+from mtl_mcp.errors import (
+    MtlError,
+    StoreBusy,
+    StoreDamaged,
+    StoreError,
+    StoreReadOnly,
+    StoreUnavailable,
+)
+from mtl_mcp.files import READ_ONLY_ADVICE
 from mtl_mcp.storage.schema import ids_predicate
 from mtl_mcp.text.redact import redact
 
@@ -44,6 +52,16 @@ _TRANSLATIONS: tuple[_Translation, ...] = (
             r"conflict|retryable|too many concurrent writers|incompatible transaction", re.I
         ),
         StoreBusy,
+    ),
+    # A write to a read-only mount or a directory of another user: nothing is damaged.
+    (
+        _LANCE,
+        re.compile(
+            r"read-only file system|permission denied|operation not permitted"
+            r"|os error (?:1|13|30)\b",
+            re.I,
+        ),
+        StoreReadOnly,
     ),
     # A bucket that does not exist is a setting to fix, not damage or an outage.
     (_LANCE, re.compile(r"NoSuchBucket|bucket does not exist", re.I), StoreError),
@@ -102,14 +120,18 @@ def classify(exc: BaseException) -> type[StoreError]:
 def lance_errors(doing: str, advice: str) -> Iterator[None]:
     """Translate any LanceDB exception raised in the block: "<doing> failed (<why>): <advice>".
 
-    Our own errors pass through unchanged.
+    Our own errors pass through unchanged. A read-only store gets its own advice: nothing
+    is damaged, and retrying will not help.
     """
     try:
         yield
     except MtlError:
         raise
     except Exception as exc:  # the one boundary: lance raises assorted builtin types
-        raise classify(exc)(f"{doing} failed ({lance_message(exc)}): {advice}") from exc
+        ours = classify(exc)
+        if ours is StoreReadOnly:
+            advice = READ_ONLY_ADVICE
+        raise ours(f"{doing} failed ({lance_message(exc)}): {advice}") from exc
 
 
 # LanceDB's default session caches the metadata of every table version it reads, up to 1 GiB;

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from mtl_mcp.config import Settings, local_path
 from mtl_mcp.errors import StoreBusy, StoreDamaged, StoreError
+from mtl_mcp.files import private_dir
 from mtl_mcp.storage.backup import make_backup
 from mtl_mcp.storage.lance import connect, lance_errors, rewrite_without
 from mtl_mcp.storage.locks import creating, store_lock, try_store_lock
@@ -97,7 +98,7 @@ class InsightTable:
     def _connect(self) -> DBConnection:
         if self._db is None:
             if self.local is not None:
-                self.settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+                private_dir(self.settings.home)
             self._db = connect(
                 self.uri, consistent=self.local is not None, storage_options=self.settings.storage
             )

@@ -7,9 +7,11 @@ line, never the whole file or the process's memory.
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -31,17 +33,100 @@ _PASS_A_FILE = (
 
 
 def open_transcript(path: Path) -> IO[bytes]:
-    """Open `path` for binary reading, or say what to pass instead."""
+    """Open `path` for binary reading, as UTF-8: a UTF-16 or UTF-32 file (with a byte-order
+    mark, or UTF-16 without one) is decoded into a spooled copy, a UTF-8 BOM is skipped.
+    Anything else is read as it is, invalid bytes and all. Or say what to pass instead."""
     if not path.exists():
         raise TranscriptError(f"{path} does not exist: {_PASS_A_FILE}")
     if path.is_dir():
         raise TranscriptError(f"{path} is a directory: {_PASS_A_FILE} inside it")
     try:
-        return path.open("rb")
+        stream = path.open("rb")
+        head = stream.read(SNIFF_BYTES)
     except OSError as exc:
         raise TranscriptError(
             f"cannot read {path} ({exc.strerror or exc}): {_PASS_A_FILE}"
         ) from exc
+    encoding = text_encoding(head)
+    if encoding in (None, "utf-8"):
+        stream.seek(0)
+        return stream
+    if encoding == "utf-8-sig":
+        stream.seek(len(codecs.BOM_UTF8))
+        return stream
+    with stream:
+        stream.seek(0)
+        return _as_utf8(stream, encoding, path)
+
+
+def _as_utf8(stream: IO[bytes], encoding: str, path: Path) -> IO[bytes]:
+    """The stream decoded from `encoding` and encoded as UTF-8, in 1 MB chunks, into a
+    temporary file that stays in memory up to 8 MB."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    copy: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)  # noqa: SIM115
+    try:
+        while chunk := stream.read(_DISCARD_CHUNK):
+            copy.write(decoder.decode(chunk).encode("utf-8", errors="replace"))
+        copy.write(decoder.decode(b"", final=True).encode("utf-8", errors="replace"))
+    except OSError as exc:
+        copy.close()
+        raise TranscriptError(f"reading {path} failed part way ({exc}): {_PASS_A_FILE}") from exc
+    copy.seek(0)
+    return copy
+
+
+# Byte-order marks, longest first: UTF-32 LE's starts with UTF-16 LE's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_NUL_SHARE_MAX = 0.01  # more NUL bytes than this in UTF-8 is binary data, not a stray byte
+_INVALID_SHARE_MAX = 0.3  # more invalid bytes than this is not UTF-8 text
+
+
+def text_encoding(head: bytes) -> str | None:
+    """The encoding of a file that starts with `head`: named by its byte-order mark, UTF-16
+    when every other byte is NUL (ASCII text in UTF-16 without a mark), else "utf-8".
+    None when it is not text: NUL bytes in any other pattern, or mostly invalid UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    nuls = head.count(0)
+    if nuls:
+        even, odd = head[0::2], head[1::2]
+        if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+            return "utf-16-le"
+        if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+            return "utf-16-be"
+        if nuls > _NUL_SHARE_MAX * len(head):
+            return None
+    if head.decode("utf-8", errors="replace").count("\ufffd") > _INVALID_SHARE_MAX * len(head):
+        return None  # about one replacement character per invalid byte
+    return "utf-8"
+
+
+def not_text(path: Path) -> str | None:
+    """Why `path` cannot be a transcript though it reads (binary data, or text in an
+    encoding other than UTF-8, -16 and -32), or None. Cheap: it looks at the first 64 KB."""
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(SNIFF_BYTES)
+    except OSError:
+        return None  # open_transcript says why
+    if text_encoding(head) is not None:
+        return None
+    if head.count(0) > _NUL_SHARE_MAX * len(head):
+        found = f"it holds binary data ({head.count(0)} NUL bytes in its first {len(head)} bytes)"
+    else:
+        share = head.decode("utf-8", errors="replace").count("\ufffd") / len(head)
+        found = (
+            f"{share:.0%} of its first {len(head)} bytes are not UTF-8, so it is binary data "
+            "or text in another encoding (convert text: `iconv -f <encoding> -t UTF-8 FILE`)"
+        )
+    return f"{path} is not a readable transcript: {found}. Instead, {_PASS_A_FILE}"
 
 
 def _raw_lines(stream: IO[bytes]) -> Iterator[bytes | None]:
