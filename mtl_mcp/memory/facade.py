@@ -584,10 +584,16 @@ class Memory:
         return len(rows)
 
     def flush(self, drain: bool = True) -> None:
-        """Write accumulated recall counts (recall stays a pure read on its hot path), and
-        (`drain`) retry the team outbox once per refresh interval while the pool answers."""
-        if drain:
-            self._drain_outbox()
+        """Write accumulated recall counts (recall stays a pure read on its hot path), then
+        (`drain`) retry the team outbox once per refresh interval while the pool answers.
+        The counts go first: a drain waits on the pool, and they never should."""
+        try:
+            self._flush_recalls()
+        finally:
+            if drain:
+                self._drain_outbox()
+
+    def _flush_recalls(self) -> None:
         with self._recalls_lock:
             pending, self._pending_recalls = self._pending_recalls, Counter()
         by_count: dict[int, list[str]] = {}
