@@ -613,13 +613,19 @@ class Memory:
         return len(rows)
 
     def flush(self, drain: bool = True) -> None:
-        """Write accumulated recall counts (recall stays a pure read on its hot path), and
+        """Write accumulated recall counts (recall stays a pure read on its hot path), then
         (`drain`) retry the team outbox once per refresh interval while the pool answers.
+        The counts go first: a drain waits on the pool, and they never should.
 
         A read-only store cannot take the counts: they are dropped (they are shown, never
         ranked by), said once in the log, and reads go on."""
-        if drain:
-            self._drain_outbox()
+        try:
+            self._flush_recalls()
+        finally:
+            if drain:
+                self._drain_outbox()
+
+    def _flush_recalls(self) -> None:
         with self._recalls_lock:
             pending, self._pending_recalls = self._pending_recalls, Counter()
         by_count: dict[int, list[str]] = {}

@@ -89,19 +89,23 @@ class Tier:
         return snapshot
 
     def loaded(self, wait: float) -> Snapshot | None:
-        """The snapshot to read, never waiting for an object store that does not answer for
-        longer than `wait` seconds: the last one loaded, or, when there is none yet, what a
-        background load brings (within `wait`, or LOAD_WAIT_MAX once the store answered:
-        a big pool takes seconds to load). None when nothing is loaded (`status()` says
-        why) or the table does not exist yet. For stores that may be away: a team pool."""
+        """The snapshot to read: the last one loaded, never waiting on the network once a
+        refresh has ended. Only before the first one ended (a new process) does a reader
+        wait for what it brings: `wait` seconds for the store to answer, LOAD_WAIT_MAX once
+        it did (a big pool takes seconds to load). None when nothing is loaded (`status()`
+        says why) or the table does not exist yet. For stores that may be away: a team pool.
+        """
         if not self.remote:
             return self.table.snapshot() if self._create or self.table.exists() else None
         self.refresh_when_due()
         snapshot = self.table.loaded
-        if snapshot is None and wait > 0 and self.status().reachable is not False:
-            with self._lock:  # (once it failed, readers stop waiting: retries go on behind)
+        if snapshot is None and wait > 0:
+            with self._lock:
+                # Once a refresh succeeded (finding a table or none) or failed, the next ones
+                # (a pool created since, retries after an outage) go on behind the readers.
+                first = self._reachable is None
                 running, answered = self._refresher, self._answered
-            if running is not None:
+            if first and running is not None:
                 running.join(wait)
                 if running.is_alive() and answered.is_set():
                     running.join(LOAD_WAIT_MAX)
@@ -228,5 +232,6 @@ class Tier:
         with self._lock:
             self._keywords = None
             self._confirmed = None
+            self._reachable = None  # as in a new process: the next read waits for the load
             self._attempted = float("-inf")
         self.table.close()

@@ -505,14 +505,14 @@ async def test_serve_over_stdio_says_why_a_file_home_cannot_work(tmp_path: Path)
 async def test_the_service_relay_says_the_same_about_a_long_plan(tmp_path: Path) -> None:
     """Through the shared service the limit and its message are the CLI's and the
     in-process server's."""
-    from mtl_mcp.operations.service import stop_service
+    from mtl_mcp.operations.service import stop_services
 
     values = make_store(tmp_path / "home")
     try:
         async with Client(window(Path(values["home"])), read_timeout_seconds=120) as client:
             result = await client.call_tool("recall_insights", {"plan": "p" * 60_000})
     finally:
-        stop_service(load_settings(Path(values["home"])))
+        stop_services(Path(values["home"]))
     text = tool_text(result)
     assert result.is_error and "plan is 60000 characters: shorten it to at most 4000" in text
     assert "pydantic" not in text

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +91,73 @@ class S3Server:
         bucket = Bucket(self.endpoint, f"t-{uuid.uuid4().hex[:12]}")
         bucket.client().create_bucket(Bucket=bucket.name)
         return bucket
+
+
+class Proxy:
+    """A TCP proxy in front of the S3 server that counts the HTTP requests it forwards, and
+    can stall: hold every request (those `passing` lets through aside) unanswered, like a
+    server that accepts connections and never answers, until `resume()`. moto answers one
+    request per connection, so a request is held by holding its connection."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.forwarded = 0  # requests that reached the server
+        self.held = 0  # requests waiting now for the stall to end
+        self._passing: Callable[[bytes], bool] | None = None
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._count = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, name="test-proxy", daemon=True).start()
+
+    def stall(self, passing: Callable[[bytes], bool] | None = None) -> None:
+        """Hold requests from now on; `passing(request line)` may let some through."""
+        self._passing = passing
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def close(self) -> None:
+        self.resume()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        with client:
+            first = client.recv(1 << 16)
+            passing = self._passing
+            if not self._flowing.is_set() and not (passing and passing(first.split(b"\r\n")[0])):
+                with self._count:
+                    self.held += 1
+                self._flowing.wait()
+                with self._count:
+                    self.held -= 1
+            with socket.create_connection(("127.0.0.1", self.upstream)) as server:
+                with self._count:
+                    self.forwarded += 1
+                server.sendall(first)
+                back = threading.Thread(target=_pump, args=(server, client), daemon=True)
+                back.start()
+                _pump(client, server)
+                back.join()
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    try:
+        while data := source.recv(1 << 16):
+            target.sendall(data)
+        target.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,12 @@ from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
 from mtl_mcp.errors import InputError
 from mtl_mcp.memory.sharing import SharePolicy
+from mtl_mcp.memory.tier import refreshing
 from mtl_mcp.operations.purge import literal_pattern, purge_insight, purge_pattern
 from mtl_mcp.schemas import Insight, Provenance
 from mtl_mcp.storage.table import InsightTable
 from tests.conftest import distinct_lessons, lesson
-from tests.team.conftest import Bucket, S3Server
+from tests.team.conftest import Bucket, Proxy, S3Server
 
 PLAN = (
     "Flaky tests fail at random. I will isolate them in a minimal reproduction, inspect "
@@ -229,6 +230,83 @@ def test_an_outage_mid_session_keeps_recall_answering_and_the_outbox_drains_late
         alice.close()
         bob.close()
         server.stop()
+
+
+@pytest.fixture
+def proxy(s3_server: S3Server) -> Iterator[Proxy]:
+    made = Proxy(s3_server.port)
+    yield made
+    made.close()  # lets a held refresh finish before the memories close
+
+
+def far_member(tmp_path: Path, bucket: Bucket, proxy: Proxy, name: str) -> Memory:
+    """A member that reaches the pool through the proxy, refreshing at every read; a request
+    the proxy holds fails after 20 s (rather than LanceDB's minutes of retries)."""
+    storage = {"aws_endpoint": proxy.endpoint, "timeout": "20s", "client_max_retries": "0"}
+    settings = load_settings(
+        tmp_path / name, team_uri=bucket.uri("team"), refresh_seconds=0.2, storage=storage
+    )
+    return Memory(settings)
+
+
+def held_refresh(memory: Memory, proxy: Proxy) -> bool:
+    """Whether a refresh of the team pool waits on the proxy now (starting one if due)."""
+    assert memory.team is not None
+    memory.team.tier.refresh_when_due()
+    return proxy.held > 0
+
+
+def test_recall_sends_the_pool_nothing_once_its_snapshot_is_loaded(
+    members: Callable[..., Memory], bucket: Bucket, proxy: Proxy, tmp_path: Path
+) -> None:
+    """Bob has the team snapshot; then the pool's server stops answering. With a refresh
+    due at every read and one hanging on the server, his recalls keep answering with the
+    team's insights, and not one request of theirs reaches the server."""
+    alice = members("alice")
+    alice.share([r.id for r in alice.record(distinct_lessons(3, offset=40))])
+    bob = far_member(tmp_path, bucket, proxy, "bob")
+    try:
+        bob.record(distinct_lessons(1, offset=100))
+        wait_for(lambda: bob.team is not None and bob.team.snapshot() is not None)
+        proxy.stall()
+        wait_for(lambda: held_refresh(bob, proxy))
+        forwarded = proxy.forwarded
+        for _ in range(5):
+            hits = bob.recall(PLAN, k=4)
+            assert [h.source for h in hits].count("team") == 3
+            assert bob.team_notice() is None  # the hanging refresh has not failed yet
+        assert proxy.forwarded == forwarded and proxy.held > 0 and refreshing()
+    finally:
+        proxy.close()
+        bob.close()
+
+
+def test_a_pool_created_meanwhile_loads_behind_recalls_not_in_front_of_them(
+    members: Callable[..., Memory], bucket: Bucket, proxy: Proxy, tmp_path: Path
+) -> None:
+    """Bob found no pool; Alice then creates it. Bob's refresh sees the new table (listing
+    tables still answers) but its load hangs on the server: his recalls answer at once from
+    his own memory, as of the pool's last known state, while the load waits behind them.
+    (They used to wait for it: up to 2 minutes.) Once the server answers, the pool shows."""
+    bob = far_member(tmp_path, bucket, proxy, "bob")
+    alice = members("alice")
+    try:
+        bob.record(distinct_lessons(1, offset=100))
+        wait_for(lambda: bob.team is not None and bob.team.snapshot() is None)
+        assert bob.team is not None and bob.team.tier.status().empty
+        proxy.stall(passing=lambda request: b"list-type=2" in request)  # lists answer
+        alice.share([r.id for r in alice.record(distinct_lessons(3, offset=40))])
+        wait_for(lambda: held_refresh(bob, proxy))
+        hits = bob.recall(PLAN, k=4)
+        assert [h.source for h in hits] == ["personal"]
+        assert refreshing() and proxy.held > 0  # answered while the load still waits
+        assert bob.team_notice() is None  # the pool was empty when it last answered
+        proxy.resume()
+        wait_for(lambda: len(bob.team.snapshot() or []) == 3)  # type: ignore[union-attr]
+        assert [h.source for h in bob.recall(PLAN, k=4)].count("team") == 3
+    finally:
+        proxy.close()
+        bob.close()
 
 
 def test_purge_leaves_no_object_in_the_bucket_holding_the_text(
