@@ -226,6 +226,7 @@ class TeamPool:
                     result.status = "merged"
         for target, row in merges:
             self._merge(target, row, me)
+        self.tier.adopt(self.table.snapshot())  # this process sees its shares at once
         return results
 
     def _merge(self, target: str, row: dict[str, Any], me: str) -> None:
@@ -241,7 +242,7 @@ class TeamPool:
     def rate(self, insight: str, values_sql: dict[str, str]) -> None:
         """Update one insight's counters; the snapshot reloads so the caller sees it."""
         self.table.update(f"id = {sql_string(insight)}", values_sql)
-        self.table.snapshot()
+        self.tier.adopt(self.table.snapshot())
 
     def purge(self, ids: Sequence[str]) -> tuple[int, int]:
         """Delete the insights among `ids` that this member shared, and every copy of them

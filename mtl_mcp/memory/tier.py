@@ -71,6 +71,10 @@ class Tier:
         self._empty = False
         # Work a refresh does for each new snapshot it loads, so that no reader pays for it.
         self.prepare: Callable[[Snapshot], None] | None = None
+        # The newest snapshot a refresh has prepared (keyword index built, `prepare` done):
+        # readers keep it until the next one is ready.
+        self._published: Snapshot | None = None
+        self._preparing: Snapshot | None = None  # the one a background thread prepares now
 
     @property
     def remote(self) -> bool:
@@ -98,7 +102,7 @@ class Tier:
         if not self.remote:
             return self.table.snapshot() if self._create or self.table.exists() else None
         self.refresh_when_due()
-        snapshot = self.table.loaded
+        snapshot = self._ready()
         if snapshot is None and wait > 0:
             with self._lock:
                 # Once a refresh succeeded (finding a table or none) or failed, the next ones
@@ -109,8 +113,39 @@ class Tier:
                 running.join(wait)
                 if running.is_alive() and answered.is_set():
                     running.join(LOAD_WAIT_MAX)
-            snapshot = self.table.loaded
+            snapshot = self._ready()
         return snapshot
+
+    def _ready(self) -> Snapshot | None:
+        """The newest loaded snapshot if it is prepared (or nothing older is), else the one
+        prepared last: a snapshot this process loaded by writing (a share) is prepared in
+        the background, not by the reader who finds it first."""
+        current = self.table.loaded
+        with self._lock:
+            published = self._published
+            indexed = self._keywords is not None and self._keywords[0] is current
+            if current is None or current is published or indexed or published is None:
+                return current
+            started, self._preparing = self._preparing is current, current
+        if not started:
+            threading.Thread(
+                target=self._prepare, args=(current,), name="mtl-prepare", daemon=True
+            ).start()
+        return published
+
+    def adopt(self, snapshot: Snapshot) -> None:
+        """A snapshot this process loaded after its own write: prepared here, in the
+        writer's thread, so that its next read sees the write."""
+        self._prepare(snapshot)
+
+    def _prepare(self, snapshot: Snapshot) -> None:
+        """Build what readers of `snapshot` need, then hand it to them."""
+        self.keywords(snapshot)
+        if self.prepare is not None:
+            self.prepare(snapshot)
+        with self._lock:
+            if self._published is None or snapshot.version >= self._published.version:
+                self._published = snapshot
 
     def probe(self, wait: float) -> bool:
         """Whether the store answers within `wait` seconds: refreshes now, in the background,
@@ -161,10 +196,7 @@ class Tier:
                     self._empty = True
                     self._succeeded()
                 return
-            snapshot = self.table.refresh()
-            self.keywords(snapshot)  # built here, so no reader pays for it
-            if self.prepare is not None:
-                self.prepare(snapshot)
+            self._prepare(self.table.refresh())  # here, so that no reader pays for it
             with self._lock:
                 self._empty = False
                 self._succeeded()
@@ -231,6 +263,7 @@ class Tier:
         """Forget the snapshot and index; the next read loads them again."""
         with self._lock:
             self._keywords = None
+            self._published = None
             self._confirmed = None
             self._reachable = None  # as in a new process: the next read waits for the load
             self._attempted = float("-inf")
