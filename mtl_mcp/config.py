@@ -18,7 +18,7 @@ HOME_ENV = "MTL_MCP_HOME"
 
 # Where distillation's model calls go: `auto` decides per session (README, "Which model
 # distils your sessions"); `off` distils nothing and leaves every job queued.
-DistillBackendName = Literal["auto", "anthropic", "claude-code", "codex", "off"]
+DistillBackendName = Literal["auto", "openai", "anthropic", "claude-code", "codex", "off"]
 DISTILL_BACKENDS: tuple[DistillBackendName, ...] = get_args(DistillBackendName)
 
 
@@ -61,6 +61,21 @@ class Settings:
     codex_command: str = field(default="codex", metadata={"env": "MTL_MCP_CODEX_COMMAND"})
     codex_model: str = field(default="gpt-6-luna", metadata={"env": "MTL_MCP_CODEX_MODEL"})
     cli_timeout: float = field(default=180.0, metadata={"env": "MTL_MCP_CLI_TIMEOUT"})
+    # An OpenAI-compatible chat-completions endpoint (Ollama, LM Studio, llama.cpp, vLLM, a
+    # gateway): `auto` uses it whenever the base URL is set.
+    openai_base_url: str = field(default="", metadata={"env": "MTL_MCP_OPENAI_BASE_URL"})
+    openai_model: str = field(default="", metadata={"env": "MTL_MCP_OPENAI_MODEL"})
+    openai_api_key: str | None = field(
+        default=None, repr=False, metadata={"env": "MTL_MCP_OPENAI_API_KEY"}
+    )
+    openai_context_tokens: int = field(
+        default=8192, metadata={"env": "MTL_MCP_OPENAI_CONTEXT_TOKENS"}
+    )
+    openai_timeout: float = field(default=300.0, metadata={"env": "MTL_MCP_OPENAI_TIMEOUT"})
+    # A model on this machine's loopback costs neither money nor quota: unset = no limit.
+    local_daily_tokens: int | None = field(
+        default=None, metadata={"env": "MTL_MCP_LOCAL_DAILY_TOKENS"}
+    )
 
     def __post_init__(self) -> None:
         if not self.store_uri:
@@ -93,6 +108,25 @@ class Settings:
         if self.cli_timeout <= 0:
             raise ConfigError(
                 f"cli_timeout {self.cli_timeout} is not a number of seconds: use e.g. 180"
+            )
+        if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"openai_base_url {self.openai_base_url!r} is not an http(s) URL: use e.g. "
+                "http://127.0.0.1:11434/v1 (Ollama) or http://127.0.0.1:8080/v1 (llama.cpp)"
+            )
+        if self.openai_context_tokens < 1024:
+            raise ConfigError(
+                f"openai_context_tokens {self.openai_context_tokens} is too small for a "
+                "session: use the model's context window, at least 1024 (default 8192)"
+            )
+        if self.openai_timeout <= 0:
+            raise ConfigError(
+                f"openai_timeout {self.openai_timeout} is not a number of seconds: use e.g. 300"
+            )
+        if self.local_daily_tokens is not None and self.local_daily_tokens < 0:
+            raise ConfigError(
+                f"local_daily_tokens {self.local_daily_tokens} is negative: unset it (no "
+                "limit), or use 0 (never distil locally) or a number of tokens"
             )
         if not 0.5 <= self.dedup_threshold <= 1.0:
             raise ConfigError(
@@ -156,7 +190,7 @@ def _coerce(name: str, raw: Any, target: Any) -> Any:
             if lowered in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(raw)
-        if target in (int, "int"):
+        if target in (int, "int", "int | None"):
             return int(raw)
         if target in (float, "float"):
             return float(raw)

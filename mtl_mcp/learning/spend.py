@@ -4,7 +4,9 @@ Spend is kept as append-only JSON lines, one file per UTC day (`<directory>/YYYY
 one ledger for every backend: each line names the backend that spent the tokens (lines
 without one are the Anthropic API's, the only backend before there were others). The daily
 budget covers all backends together; a backend may also have a smaller budget of its own
-(the subscription backends do, as they spend the user's interactive quota).
+(the subscription backends do, as they spend the user's interactive quota). Tokens of a
+model on this machine (`local` lines) cost neither money nor quota: they count only against
+that backend's own budget, never against the daily one.
 Each record is one small `write()` on a file opened with O_APPEND, so concurrent writers
 (hooks, queue workers, the CLI) never interleave or overwrite each other's lines; a line that
 is malformed (or half-written by a crashed process) is ignored when summing.
@@ -31,6 +33,7 @@ _RAISE_IT = "raise it with MTL_MCP_DAILY_TOKENS or daily_token_budget in config.
 _RAISE_BACKEND = (
     "raise it with MTL_MCP_SUBSCRIPTION_DAILY_TOKENS or subscription_daily_tokens in config.toml"
 )
+_RAISE_LOCAL = "raise or unset MTL_MCP_LOCAL_DAILY_TOKENS (local_daily_tokens in config.toml)"
 API_BACKEND = "anthropic"  # lines written without a backend are this one's
 KEEP_DAYS = 31
 
@@ -117,8 +120,8 @@ class SpendLedger:
     # -- reading ---------------------------------------------------------------------------
 
     def used_on(self, day: date, backend: str | None = None) -> int:
-        """Tokens recorded for `day` (UTC), by every backend or by `backend` only; malformed
-        lines are skipped."""
+        """Tokens recorded for `day` (UTC): by `backend` only, or else by every backend that
+        costs money or quota (local lines left out); malformed lines are skipped."""
         try:
             data = self.path_for(day).read_bytes()
         except FileNotFoundError:
@@ -132,6 +135,8 @@ class SpendLedger:
             if not isinstance(record, dict):
                 continue
             if backend is not None and record.get("backend", API_BACKEND) != backend:
+                continue
+            if backend is None and record.get("local") is True:
                 continue
             tokens = record.get("tokens")
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
@@ -149,21 +154,24 @@ class SpendLedger:
         *,
         backend: str | None = None,
         backend_daily_tokens: int | None = None,
+        local: bool = False,
     ) -> None:
         """Raise unless today's budgets still cover `estimated_tokens`: BudgetExceeded (it
         resets at midnight) or BudgetTooSmall (one run needs more than a whole day's).
 
-        The daily budget counts every backend's tokens; `backend_daily_tokens`, when given,
-        is `backend`'s own budget and counts only its tokens.
+        The daily budget counts every backend's tokens but local ones, and does not hold a
+        `local` backend; `backend_daily_tokens`, when given, is `backend`'s own budget and
+        counts only its tokens.
         """
-        self._check_one(estimated_tokens, self.used_today(), self.daily_tokens, "", _RAISE_IT)
+        if not local:
+            self._check_one(estimated_tokens, self.used_today(), self.daily_tokens, "", _RAISE_IT)
         if backend is not None and backend_daily_tokens is not None:
             self._check_one(
                 estimated_tokens,
                 self.used_today(backend),
                 backend_daily_tokens,
                 f"{backend} ",
-                _RAISE_BACKEND,
+                _RAISE_LOCAL if local else _RAISE_BACKEND,
             )
 
     def _check_one(
@@ -186,22 +194,24 @@ class SpendLedger:
             retry_at=resets,
         )
 
-    def record(self, usage_tokens: int, *, session: str | None, backend: str) -> None:
-        """Append `usage_tokens` spent by `backend` to today's file: one O_APPEND write, safe
-        across processes."""
+    def record(
+        self, usage_tokens: int, *, session: str | None, backend: str, local: bool = False
+    ) -> None:
+        """Append `usage_tokens` spent by `backend` (a model on this machine if `local`) to
+        today's file: one O_APPEND write, safe across processes."""
         if usage_tokens < 0:
             raise ValueError(f"usage_tokens must be >= 0, got {usage_tokens}")
         now = self.now()
-        line = json.dumps(
-            {
-                "ts": now.isoformat(timespec="seconds"),
-                "tokens": usage_tokens,
-                "session": session,
-                "backend": backend,
-                "pid": os.getpid(),
-            },
-            separators=(",", ":"),
-        )
+        entry: dict[str, object] = {
+            "ts": now.isoformat(timespec="seconds"),
+            "tokens": usage_tokens,
+            "session": session,
+            "backend": backend,
+            "pid": os.getpid(),
+        }
+        if local:
+            entry["local"] = True
+        line = json.dumps(entry, separators=(",", ":"))
         append_private(self.path_for(now.date()), line)
 
     def prune(self, keep_days: int = KEEP_DAYS) -> int:
