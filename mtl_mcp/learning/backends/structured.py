@@ -10,6 +10,7 @@ is `UnusableOutput`, as with the API backend.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -86,3 +87,145 @@ def parse_answer(data: Any, answer: type[Answer], *, step: str, fix: str) -> Ans
         return answer.model_validate(data)
     except ValidationError as exc:
         raise unusable(step, problems(exc), fix) from exc
+
+
+_FENCE = re.compile(
+    r"```[ \t]*(?:json[5c]?|javascript|js)?[ \t]*\r?\n?(.*?)(?:```|\Z)", re.I | re.S
+)
+_WORDS = {"true": "true", "false": "false", "null": "null", "True": "true", "False": "false"}
+_WORDS |= {"None": "null", "none": "null"}
+_VALUE_END = frozenset('"}]') | frozenset("0123456789el")  # e.g. 2, true, null, false
+
+
+def loose_json(text: str) -> tuple[Any, bool]:
+    """The JSON value in a model's answer, and whether it had to be dug out or mended.
+
+    Tries, in order: the text as it is; each fenced block; the text from its first `{`.
+    Each is parsed as it is, then mended (`mend`) if it is almost JSON. ValueError (saying
+    what the first parse error was) if none of them yields a JSON object or array.
+    """
+    stripped = text.strip()
+    try:
+        return json.loads(stripped), False
+    except json.JSONDecodeError as exc:
+        first_error = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    candidates = [m.group(1) for m in _FENCE.finditer(stripped)]
+    start = min((i for i in (stripped.find("{"), stripped.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        candidates.append(stripped[start:])
+    for candidate in candidates:
+        for attempt in (candidate.strip(), mend(candidate)):
+            try:
+                data = json.loads(attempt)
+            except ValueError:
+                continue
+            if isinstance(data, dict | list):
+                return data, True
+    raise ValueError(f"the answer is not JSON ({first_error})")
+
+
+def mend(text: str) -> str:
+    """Almost-JSON from a model made into JSON where the intent is plain: from the first `{`
+    or `[` to where it closes (prose after is dropped), single-quoted strings, raw newlines
+    in strings, trailing or missing commas between values, `//`, `/* */` and `#` comments,
+    Python's True/False/None, unquoted keys and words, and an answer cut off mid-way (open
+    strings and brackets are closed, a dangling key gets null)."""
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        return text
+    out: list[str] = []
+    closers: list[str] = []
+    keyed: list[bool] = []  # per open bracket: an object's current key has had its colon
+    i, n = min(starts), len(text)
+    quote: str | None = None  # the quote of the string being read
+
+    def last() -> str:  # the last character written that is not white space
+        return next((piece.rstrip()[-1] for piece in reversed(out) if piece.strip()), "")
+
+    def drop_trailing_comma() -> None:
+        while out and (out[-1].isspace() or out[-1] == ","):
+            out.pop()
+
+    def value_starts() -> None:  # a missing comma between two values
+        if closers and last() in _VALUE_END:
+            out.append(",")
+            keyed[-1] = False
+
+    def close_key() -> None:  # an object ends after a key: give it a value
+        if closers and closers[-1] == "}" and not keyed[-1] and last() == '"':
+            out.append(":null")
+
+    while i < n:
+        c = text[i]
+        if quote is not None:
+            if c == "\\" and i + 1 < n:
+                nxt = text[i + 1]
+                out.append("'" if nxt == "'" else c + nxt)
+                i += 2
+                continue
+            if c == quote:
+                out.append('"')
+                quote = None
+            else:
+                out.append({'"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, c))
+            i += 1
+            continue
+        if c in "\"'":
+            value_starts()
+            quote = c
+            out.append('"')
+        elif c in "{[":
+            value_starts()
+            closers.append("}" if c == "{" else "]")
+            keyed.append(False)
+            out.append(c)
+        elif c in "}]":
+            drop_trailing_comma()
+            if last() == ":":
+                out.append("null")
+            close_key()
+            if closers:
+                out.append(closers.pop())
+                keyed.pop()
+            if not closers:
+                break
+        elif (c == "/" and text.startswith("//", i)) or c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c == "/" and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        elif c.isalpha() or c == "_":
+            j = i
+            while j < n and (text[j].isalnum() or text[j] in "_-"):
+                j += 1
+            word = text[i:j]
+            value_starts()
+            out.append(_WORDS.get(word) or json.dumps(word))
+            i = j
+            continue
+        elif c.isdigit() or c == "-":
+            value_starts()
+            j = i + 1
+            while j < n and (text[j].isdigit() or text[j] in ".eE+-"):
+                j += 1
+            out.append(text[i:j])
+            i = j
+            continue
+        else:
+            if closers and c in ":,":
+                keyed[-1] = c == ":"
+            out.append(c)
+        i += 1
+    if quote is not None:  # cut off inside a string
+        out.append('"')
+    drop_trailing_comma()
+    if last() == ":":
+        out.append("null")
+    while closers:
+        close_key()
+        out.append(closers.pop())
+        keyed.pop()
+    return "".join(out)
