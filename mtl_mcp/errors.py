@@ -2,7 +2,8 @@
 
 Each message says what went wrong and what to do about it. Foreign errors are translated at
 one boundary each, by a table: LanceDB's in `mtl_mcp.storage.lance`, onnxruntime's in
-`mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`;
+`mtl_mcp.index.embedder`, the Anthropic SDK's in `mtl_mcp.learning.backends.anthropic_api`,
+an OpenAI-compatible server's HTTP errors in `learning.backends.openai_compat`;
 the assistant CLIs' exit codes and output in `learning.backends.claude_code` and `.codex`;
 answers from MCP sampling in `learning.backends.sampling`.
 The front doors translate ours once more: ToolError in the MCP server, ClickException in
@@ -23,7 +24,8 @@ the CLI, a log line in hooks.
         ├── BudgetTooSmall     one run needs more tokens than the whole daily budget
         ├── BudgetExceeded *   today's token budget is spent (retry_at: next UTC midnight)
         ├── DistillUnavailable *  the model could not be reached, was busy, or its CLI failed,
-        │                         timed out or is not logged in; another distillation runs
+        │                         timed out or is not logged in; another distillation runs;
+        │                         a local model's answer stayed unusable after a repair round
         └── UnusableOutput     the model answered, but not in the requested shape
 
     * also a `Retryable`: the same call may succeed later without any change. `retry_at`

@@ -35,6 +35,10 @@ def env_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.setenv("MTL_MCP_CLAUDE_COMMAND", "claude-not-installed-for-tests")
     monkeypatch.setenv("MTL_MCP_CODEX_COMMAND", "codex-not-installed-for-tests")
     monkeypatch.delenv("MTL_MCP_DISTILL_BACKEND", raising=False)
+    # Nor an OpenAI-compatible endpoint or key of the developer's.
+    for name in ("MTL_MCP_OPENAI_BASE_URL", "MTL_MCP_OPENAI_MODEL", "MTL_MCP_OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     yield
     stop_services_under(tmp_path)
 

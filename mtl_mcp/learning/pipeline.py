@@ -19,15 +19,16 @@ from pydantic import BaseModel
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillUnavailable
-from mtl_mcp.learning.backends import Backend
+from mtl_mcp.learning.backends import Backend, is_local
 from mtl_mcp.learning.backends.sampling import NeedsAnswer, SampledAnswers, SamplingRequest
-from mtl_mcp.learning.backends.select import Chooser, source_of
+from mtl_mcp.learning.backends.select import Chooser, budgets, source_of
 from mtl_mcp.learning.distill import (
     DISTILL_MAX_TOKENS,
     distill,
     estimate_run_tokens,
     run_tokens_for,
 )
+from mtl_mcp.learning.fitting import fit_digest
 from mtl_mcp.learning.proposals import DistillResult
 from mtl_mcp.learning.spend import SpendLedger, Usage, estimate_cost
 from mtl_mcp.learning.transcripts import Digest, Format, Transcript, build_digest, read_transcript
@@ -71,10 +72,12 @@ def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome) -> i
 
 
 def check_budget(settings: Settings, backend: Backend, estimated_tokens: int) -> None:
-    """Raise unless today's budgets cover a run: the machine's, and a subscription
-    backend's own."""
-    own = settings.subscription_daily_tokens if backend.uses_subscription else None
-    ledger(settings).check(estimated_tokens, backend=backend.name, backend_daily_tokens=own)
+    """Raise unless today's budgets cover a run: the machine's (not for a local model), and
+    a subscription's or a local model's own."""
+    rules = budgets(settings, backend)
+    ledger(settings).check(
+        estimated_tokens, backend=backend.name, backend_daily_tokens=rules.own, local=rules.local
+    )
 
 
 def worker_wait(settings: Settings) -> float:
@@ -114,6 +117,7 @@ class Estimate(BaseModel):
     backend_reason: str
     model: str | None
     subscription: bool  # the tokens come from the user's subscription, not API credit
+    local: bool = False  # a model on this machine: no money or quota spent
     worst_case_tokens: int | None
     worst_case_usd: float  # 0 for a subscription: it costs quota, not money
     trivial: bool
@@ -125,9 +129,12 @@ def estimate(path: Path, settings: Settings, fmt: Format, outcome: Outcome) -> E
     transcript, digest = digest_transcript(path, settings, fmt)
     choice = Chooser(settings).choose(transcript.format)
     backend = choice.backend
+    if backend is not None:
+        digest = fit_digest(transcript, digest, backend, settings)
     worst = worst_case_tokens(digest.text, backend, outcome) if backend else None
     cost = 0.0
-    if backend is not None and worst is not None and not backend.uses_subscription:
+    local = backend is not None and is_local(backend)
+    if backend is not None and worst is not None and not backend.uses_subscription and not local:
         cost = estimate_cost(worst - DISTILL_MAX_TOKENS, DISTILL_MAX_TOKENS, backend.model)
     return Estimate(
         format=transcript.format,
@@ -138,6 +145,7 @@ def estimate(path: Path, settings: Settings, fmt: Format, outcome: Outcome) -> E
         backend_reason=choice.reason,
         model=backend.model if backend else None,
         subscription=bool(backend and backend.uses_subscription),
+        local=local,
         worst_case_tokens=worst,
         worst_case_usd=round(cost, 5),
         trivial=digest.trivial,
@@ -152,7 +160,14 @@ def backend_summary(settings: Settings, source: str | None) -> str:
     if backend is None:
         return f"sessions wait in the queue, not distilled: {choice.reason}"
     worst = run_tokens_for(settings.digest_tokens, extra_per_call=backend.extra_tokens_per_call)
-    if backend.uses_subscription:
+    if is_local(backend):
+        limit = settings.local_daily_tokens
+        daily = "no daily limit" if limit is None else f"at most {limit:,} tokens a day"
+        cost = (
+            f"no charge (it runs on this machine); at most ~{worst:,} tokens a session, "
+            f"{daily} (MTL_MCP_LOCAL_DAILY_TOKENS)"
+        )
+    elif backend.uses_subscription:
         cost = (
             f"no API charge; a session uses at most ~{worst:,} tokens of your subscription's "
             f"quota, and all sessions together at most {settings.subscription_daily_tokens:,} "
@@ -208,7 +223,10 @@ def learn(
             )
         finally:
             ledger(settings).record(
-                usage.total_tokens, session=provenance.session_id, backend=backend.name
+                usage.total_tokens,
+                session=provenance.session_id,
+                backend=backend.name,
+                local=is_local(backend),
             )
         stamped = provenance.model_copy(update={"distilled_by": backend.model})
         results = memory.record(result.drafts, stamped, project_name=name)

@@ -17,6 +17,7 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.backends.select import Chooser, source_of
+from mtl_mcp.learning.fitting import fit_digest
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import not_text
@@ -71,6 +72,7 @@ def process_job(
     if choice.backend is None:
         status = spool.wait(path, job, choice.reason)
         return JobOutcome(session_id=job.session_id, status=status, detail=choice.reason)
+    digest = fit_digest(parsed, digest, choice.backend, settings)  # a small model's window
     project = resolve_project(job.cwd or parsed.cwd or transcript.parent)
     provenance = Provenance(project=project.id, session_id=job.session_id, client=job.client)
     try:

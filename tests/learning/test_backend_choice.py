@@ -113,7 +113,7 @@ def test_off_wins_over_an_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_unknown_backend_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MTL_MCP_DISTILL_BACKEND", "gemini")
-    with pytest.raises(ConfigError, match="auto, anthropic, claude-code, codex, off"):
+    with pytest.raises(ConfigError, match="auto, openai, anthropic, claude-code, codex, off"):
         load_settings()
 
 

@@ -4,12 +4,15 @@ A backend answers one structured-output request at a time: a system prompt, a us
 and a pydantic model to fill. It adds the tokens it spent to `usage` (also when it fails)
 and raises only `DistillError`s: `DistillUnavailable` when trying again later may help.
 
+    openai_compat  an OpenAI-compatible chat endpoint: a local model (Ollama, LM Studio,
+                   llama.cpp, vLLM) or a remote API or gateway
     anthropic_api  the Anthropic API with an API key (pay per token)
     claude_code    the user's Claude Code login: `claude -p`
     codex          the user's Codex login: `codex exec`
     sampling       the MCP client's own model, through `sampling/createMessage`
     select         which one distils a session (`MTL_MCP_DISTILL_BACKEND`)
     child, structured   what the command-line backends share
+    (`answers`, one level up, counts how a backend's answers ended)
 """
 
 from __future__ import annotations
@@ -60,3 +63,9 @@ class Backend(Protocol):
     ) -> Answer:
         """One request; `step` names it in errors (judge, distill, repair)."""
         ...
+
+
+def is_local(backend: Backend) -> bool:
+    """Whether `backend` runs a model on this machine, spending neither money nor quota
+    (such a backend has a `local` attribute that says so)."""
+    return getattr(backend, "local", False) is True
