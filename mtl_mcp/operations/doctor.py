@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings, private_umask
-from mtl_mcp.errors import MtlError, StoreUnavailable
+from mtl_mcp.errors import DistillError, MtlError, StoreUnavailable
 from mtl_mcp.index.embedder import MiniLMEmbedder, default_model_file, get_embedder
 from mtl_mcp.learning.backends.select import CLI_BACKENDS, Chooser
 from mtl_mcp.memory import Memory
@@ -132,6 +134,79 @@ def _team(settings: Settings) -> Check:
         memory.close()
 
 
+class _Ping(BaseModel):
+    """The doctor's tiny structured question."""
+
+    answer: Literal["yes", "no"] = Field(description="yes or no")
+    because: str = Field(description="one short reason")
+
+
+PING_MAX_TOKENS = 60
+
+
+def _endpoint_budget(settings: Settings, local: bool) -> str:
+    if not local:
+        return f"a remote API: the daily budget applies ({settings.daily_token_budget:,} tokens)"
+    limit = settings.local_daily_tokens
+    if limit is None:
+        return "on this machine: no daily limit (MTL_MCP_LOCAL_DAILY_TOKENS unset)"
+    return f"on this machine: at most {limit:,} tokens a day (MTL_MCP_LOCAL_DAILY_TOKENS)"
+
+
+def _openai_endpoint(settings: Settings) -> Check:
+    """The OpenAI-compatible endpoint: reachable, the model listed, a structured answer."""
+    from mtl_mcp.learning.backends.openai_compat import Endpoint, OpenAIBackend, endpoint_status
+    from mtl_mcp.learning.pipeline import ledger
+    from mtl_mcp.learning.spend import Usage
+
+    name = "openai endpoint"
+    endpoint = Endpoint(settings)
+    try:
+        status = endpoint_status(settings, endpoint)
+        budget = _endpoint_budget(settings, endpoint.local)
+        if not status.usable:
+            detail = f"{status.detail}; {budget}"
+            return Check(name=name, ok=False, required=False, detail=detail, fix=status.fix)
+        backend = OpenAIBackend(settings, status, endpoint=endpoint, record_answers=False)
+        context, source = backend.context_window()
+        usage = Usage()
+        started = time.perf_counter()
+        try:
+            backend.ask(
+                step="doctor",
+                system="You check that you can answer in JSON.",
+                user="Is 2 + 2 equal to 4?",
+                answer=_Ping,
+                max_tokens=PING_MAX_TOKENS,
+                usage=usage,
+            )
+        except DistillError as exc:
+            unusable = "did not return usable JSON" in str(exc)
+            return Check(
+                name=name,
+                ok=False,
+                required=False,
+                detail=f"{status.detail}, but a structured call failed: {exc}",
+                fix=f"model {settings.openai_model!r} cannot follow the JSON schema: set "
+                "MTL_MCP_OPENAI_MODEL to a larger instruction-tuned model"
+                if unusable
+                else None,
+            )
+        finally:
+            ledger(settings).record(
+                usage.total_tokens, session="doctor", backend=backend.name, local=backend.local
+            )
+        took = time.perf_counter() - started
+    finally:
+        endpoint.close()
+    detail = (
+        f"{status.detail}; model {settings.openai_model}, context window {context:,} tokens "
+        f"(from {source}); a structured answer came back in {took:.1f} s "
+        f"({usage.total_tokens} tokens); {budget}"
+    )
+    return Check(name=name, ok=True, required=False, detail=detail)
+
+
 def _distillation(settings: Settings) -> Check:
     """Which backend distils the sessions of each assistant, or why none can."""
     chooser = Chooser(settings)
@@ -148,7 +223,8 @@ def _distillation(settings: Settings) -> Check:
         ok=False,
         required=False,
         detail=f"session transcripts are not distilled (recall still works): {detail}",
-        fix=f"export ANTHROPIC_API_KEY (or add anthropic_api_key to {settings.config_file}), "
+        fix="set MTL_MCP_OPENAI_BASE_URL and MTL_MCP_OPENAI_MODEL for a local model, or "
+        f"export ANTHROPIC_API_KEY (or add anthropic_api_key to {settings.config_file}), "
         "or log in to Claude Code (`claude`, then /login) or Codex (`codex login`); see "
         "MTL_MCP_DISTILL_BACKEND",
     )
@@ -265,5 +341,7 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(_service(settings))
     if settings.team_uri and checks[1].ok:
         checks.append(_team(settings))
+    if settings.openai_base_url:
+        checks.append(_openai_endpoint(settings))
     checks.append(_distillation(settings))
     return checks
