@@ -17,6 +17,7 @@ from mtl_mcp.cli.app import (
     open_memory,
     progress,
     quick_memory,
+    settings,
     stop_the_service,
 )
 from mtl_mcp.config import fewer_malloc_arenas
@@ -264,7 +265,11 @@ def _forget_for_good(insight_id: str, yes: bool, as_json: bool) -> None:
 @json_option
 def stats(abstraction: bool, as_json: bool) -> None:
     """Counts by domain, category, polarity and project."""
+    from mtl_mcp.learning.answers import answer_summary
+
     numbers = quick_memory().stats()
+    if answers := answer_summary(settings().home):  # the learning layer's, beside the memory's
+        numbers["answers"] = answers
     if abstraction:
         from mtl_mcp.quality.abstraction import memory_abstraction
 
@@ -285,6 +290,12 @@ def stats(abstraction: bool, as_json: bool) -> None:
         )
         if team["error"]:
             click.echo(f"  {team['error']}", err=True)
+    for backend, row in numbers.get("answers", {}).items():
+        click.echo(
+            f"{backend} answers: {row['answers']:g} ({row['valid']:g} valid, {row['recovered']:g} "
+            f"mended, {row['repaired']:g} after a repair round, {row['rejected']:g} rejected: "
+            f"{row['reject_rate']:.0%})"
+        )
     if abstraction:
         from mtl_mcp.cli.quality import echo_abstraction
 

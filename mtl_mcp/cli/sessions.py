@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -76,9 +77,10 @@ def distill(
 ) -> None:
     """Distil a transcript (or queued / recent sessions) into abstract insights.
 
-    Needs ANTHROPIC_API_KEY or a logged-in `claude` or `codex` (MTL_MCP_DISTILL_BACKEND),
-    except with --dry-run, which shows the backend and the estimate. A job stays queued
-    until its insights are stored, so an outage loses nothing: rerun with --pending.
+    Needs MTL_MCP_OPENAI_BASE_URL (a local model), ANTHROPIC_API_KEY or a logged-in
+    `claude` or `codex` (MTL_MCP_DISTILL_BACKEND), except with --dry-run, which shows the
+    backend and the estimate. A job stays queued until its insights are stored, so an
+    outage loses nothing: rerun with --pending.
     """
     config = settings()
     if sum(bool(x) for x in (file, pending, since)) != 1:
@@ -135,6 +137,11 @@ def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:
     click.echo(found.digest)
     if found.backend is None:
         would = f"nothing would distil it now: {found.backend_reason}"
+    elif found.local:
+        would = (
+            f"backend {found.backend} ({found.backend_reason}); worst case for a run "
+            f"~{found.worst_case_tokens} tokens on this machine, no charge"
+        )
     elif found.subscription:
         would = (
             f"backend {found.backend} ({found.backend_reason}); worst case for a run "
@@ -240,6 +247,7 @@ def session_start(config: Any) -> None:
 @hook_command
 def worker(config: Any) -> None:
     """Distil ready jobs (started detached by session-end)."""
+    os.nice(10)  # in the background, behind whatever the user is doing
     outcomes = _run_worker(config, ignore_backoff=False)
     if outcomes is None:
         logger.info("another worker is running")
