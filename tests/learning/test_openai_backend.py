@@ -39,7 +39,7 @@ from mtl_mcp.operations.doctor import run_checks
 from mtl_mcp.server.app import build_server
 from mtl_mcp.text.tokens import estimate_tokens
 from tests.conftest import LEAKED, claude_code_transcript, distil_file, queued_jobs
-from tests.fake_chat import LESSON, MANGLE_VARIANTS, MODEL, FakeChat, mangle
+from tests.fake_chat import JUDGED, LESSON, MANGLE_VARIANTS, MODEL, FakeChat, mangle
 
 DIGEST = "user: fix the flaky date test\nassistant: froze the clock; 42 passed"
 KEY = "sk-proj-" + "Q7vX2mK9pL4wR8tY3nB6cJ1hF5dG0sA2"
@@ -109,16 +109,30 @@ def test_a_fenced_answer_with_prose_around_it_is_recovered_without_another_call(
 
 
 @pytest.mark.parametrize("variant", [v for v in MANGLE_VARIANTS if v != "wrong-keys"])
-def test_almost_json_is_mended(variant: str) -> None:
+@pytest.mark.parametrize(
+    "payload",
+    [{"insights": [LESSON], "complete": True, "note": None}, JUDGED],
+    ids=["nested", "flat"],
+)
+def test_almost_json_is_mended(variant: str, payload: dict[str, Any]) -> None:
     """Trailing commas, single quotes, a cut-off end, Python literals, unquoted keys,
     comments, prose after it, missing commas: the payload comes back."""
-    payload = {"insights": [LESSON], "complete": True, "note": None}
-    data, mended = loose_json(mangle(payload, variant))
-    assert mended
-    if variant == "truncated-string":  # the cut field is lost, the rest is kept
-        assert data["insights"][0]["title"] == LESSON["title"]
+    text = mangle(payload, variant)
+    data, mended = loose_json(text)
+    assert mended or text == json.dumps(payload, indent=1)  # nothing to mangle
+    if variant == "truncated-string":  # the cut field is lost, what came before is kept
+        assert data.items() < payload.items() or data["insights"][0]["title"] == LESSON["title"]
     else:
         assert data == payload
+
+
+def test_an_answer_wrapped_in_one_key_is_unwrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeChat() as fake:
+        fake.reply_text(json.dumps({"judgement": JUDGED}))
+        settings = local(fake, monkeypatch)
+        assert ask(OpenAIBackend(settings)).outcome == "success"
+        assert len(fake.chat_requests) == 1
+    assert answer_summary(settings.home)["openai"]["recovered"] == 1
 
 
 def test_invalid_json_gets_one_repair_round_that_names_the_problem(

@@ -495,6 +495,12 @@ class OpenAIBackend:
         try:
             parsed = answer.model_validate(data)
         except ValidationError as exc:
+            inner = next(iter(data.values())) if isinstance(data, dict) and len(data) == 1 else None
+            if isinstance(inner, dict):  # {"answer": {...}}: small models wrap it
+                try:
+                    return answer.model_validate(inner), "recovered"
+                except ValidationError:
+                    pass
             raise BadAnswer(f"it does not match the schema: {problems(exc)}") from None
         return parsed, "recovered" if mended else "valid"
 

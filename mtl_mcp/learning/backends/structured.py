@@ -144,7 +144,8 @@ def mend(text: str) -> str:
 
     def drop_trailing_comma() -> None:
         while out and (out[-1].isspace() or out[-1] == ","):
-            out.pop()
+            if out.pop() == "," and keyed:
+                keyed[-1] = True  # what came before the comma was complete
 
     def value_starts() -> None:  # a missing comma between two values
         if closers and last() in _VALUE_END:
