@@ -247,7 +247,8 @@ def session_start(config: Any) -> None:
 @hook_command
 def worker(config: Any) -> None:
     """Distil ready jobs (started detached by session-end)."""
-    os.nice(10)  # in the background, behind whatever the user is doing
+    if hasattr(os, "nice"):  # POSIX: in the background, behind whatever the user is doing
+        os.nice(10)
     outcomes = _run_worker(config, ignore_backoff=False)
     if outcomes is None:
         logger.info("another worker is running")
