@@ -43,6 +43,13 @@ RecordStatus = Literal["stored", "merged", "rejected"]
 Source = Literal["personal", "team"]
 ShareStatus = Literal["shared", "merged", "already-shared", "queued", "rejected", "would-share"]
 ListSort = Literal["recent", "support", "helpful"]
+# What put insights in front of a model: its own recall_insights call, the plan-triggered
+# hook, or the session-start context.
+Trigger = Literal["tool", "hook", "session-start"]
+# The judge's verdict on an insight a session was given, and how a misleading one misled
+# (the paper's three modes of negative transfer).
+VerdictKind = Literal["helped", "not-used", "misled"]
+MisledMode = Literal["domain-mismatch", "false-confidence", "misapplied"]
 
 TITLE_MAX = 100
 DESCRIPTION_MAX = 300
@@ -207,6 +214,86 @@ class RecallHit(BaseModel):
     )
     similarity: float = Field(description="Cosine similarity between the plan and the insight.")
     source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
+
+
+class RecallOrigin(BaseModel):
+    """Who a recall is for: the session (as its client names it), the client, and what
+    triggered it. A recall with an origin reached a model: the ledger records it."""
+
+    session_id: str | None = None
+    client: str | None = None
+    trigger: Trigger = "tool"
+
+
+class LedgerHit(BaseModel):
+    """An insight a recall gave, with its score."""
+
+    id: str
+    score: float
+
+
+class RecallEntry(BaseModel):
+    """One recall that reached a model."""
+
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    session_id: str | None = None
+    client: str | None = None
+    trigger: Trigger
+    plan: str
+    project: str | None = None
+    hits: list[LedgerHit] = Field(default_factory=list)
+
+
+class VerdictEntry(BaseModel):
+    """The judge's verdict on one insight a session was given."""
+
+    at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    session_id: str
+    insight: str
+    verdict: VerdictKind
+    mode: MisledMode | None = None
+    reason: str | None = None
+    backend: str | None = None
+    plan: str | None = Field(default=None, description="The plan it was recalled for.")
+    trigger: Trigger | None = None
+
+
+class GivenInsight(BaseModel):
+    """An insight a session was given, and the plan it was recalled for (if one was)."""
+
+    id: str
+    title: str
+    content: str
+    plan: str | None = None
+    trigger: Trigger | None = None
+
+
+class LearntInsight(BaseModel):
+    id: str
+    title: str
+
+
+class SessionReport(BaseModel):
+    """One session as the loop saw it (`mtl-mcp sessions`)."""
+
+    session_id: str
+    client: str | None = None
+    project: str | None = None
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    recalls: list[RecallEntry] = Field(default_factory=list, description="Oldest first.")
+    titles: dict[str, str] = Field(
+        default_factory=dict, description="The title of each insight recalled."
+    )
+    learnt: list[LearntInsight] = Field(default_factory=list)
+    verdicts: list[VerdictEntry] = Field(default_factory=list)
+
+
+class InsightHistory(BaseModel):
+    """One insight's feedback (`mtl-mcp show`): verdicts and recalls, newest first."""
+
+    recalls: list[RecallEntry] = Field(default_factory=list)
+    verdicts: list[VerdictEntry] = Field(default_factory=list)
 
 
 class ShareResult(BaseModel):

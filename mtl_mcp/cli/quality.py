@@ -15,6 +15,7 @@ from mtl_mcp.index.methods import DEFAULT_METHOD, METHODS
 
 if TYPE_CHECKING:
     from mtl_mcp.quality.evaluation import EvalResult
+    from mtl_mcp.quality.feedback_eval import FeedbackResult
 
 FIGURES = ("precision_at_k", "hit_at_k", "mrr", "recall_at_10", "ndcg_at_10")
 
@@ -50,6 +51,31 @@ def _echo_results(results: list[EvalResult], per_domain: bool) -> None:
                 click.echo(f"{domain:<{width}} {figures.queries:>3} {_row(figures)}")
     if first.skipped:
         click.echo(f"skipped (nothing relevant outside their domain): {first.skipped}", err=True)
+
+
+def _echo_feedback(result: FeedbackResult) -> None:
+    planted = f"{result.planted} planted bad insights" if result.planted else "no planted insights"
+    noise = f", verdict noise {result.noise:.0%} over {result.seeds} draws" if result.noise else ""
+    click.echo(
+        f"sessions: the dev split's top {result.k}, judged from the labels; {planted}{noise}"
+    )
+    click.echo(f"verdicts: {', '.join(f'{n:g} {kind}' for kind, n in result.verdicts.items())}")
+    head = f"{'recall':<18} {'P@' + str(result.k):>7} {'hit@' + str(result.k):>7}"
+    click.echo(f"{head} {'misleading':>10} {'planted':>8} {'queries hit':>11} {'left out':>8}")
+    for comparison in result.comparisons:
+        for name, figures in (("off", comparison.off), ("on", comparison.on)):
+            label = f"{comparison.scored}, feedback {name}"
+            click.echo(
+                f"{label:<18} {figures.precision_at_k:7.3f} {figures.hit_at_k:7.3f} "
+                f"{figures.planted_on_targets:10g} {figures.planted_in_top_k:8g} "
+                f"{figures.queries_with_planted:11.0%} {figures.left_out:8.2f}"
+            )
+    click.echo(
+        "misleading: planted insights in the top k of a query they mislead; planted: all "
+        "planted ones there (but where they help); left out: per query, by feedback"
+    )
+    for pool_id, reason in result.retired.items():
+        click.echo(f"retired {pool_id}: {reason}")
 
 
 def echo_abstraction(report: dict[str, Any]) -> None:
@@ -121,6 +147,34 @@ def echo_abstraction(report: dict[str, Any]) -> None:
 )
 @click.option("--compare", is_flag=True, help="Every method side by side.")
 @click.option("--per-domain", is_flag=True, help="Also a table per domain.")
+@click.option(
+    "--feedback",
+    is_flag=True,
+    help="Simulate session verdicts on the dev split, then recall test (and dev) with them.",
+)
+@click.option(
+    "--planted",
+    "planted_path",
+    is_flag=False,
+    flag_value="shipped",
+    default=None,
+    metavar="[FILE]",
+    help="With --feedback: add bad insights to the pool (default: the shipped planted set).",
+)
+@click.option(
+    "--noise",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0.0, 0.99),
+    help="With --feedback: share of verdicts the simulated judge gets wrong.",
+)
+@click.option(
+    "--seeds",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="With --feedback and --noise: noise draws to average over.",
+)
 @json_option
 def eval_(
     pool_path: Path | None,
@@ -132,15 +186,54 @@ def eval_(
     methods: tuple[str, ...],
     compare: bool,
     per_domain: bool,
+    feedback: bool,
+    planted_path: str | None,
+    noise: float,
+    seeds: int,
     as_json: bool,
 ) -> None:
     """Measure recall quality on an evaluation set, in a throwaway store.
 
-    Never touches your data. Reports precision@k, hit@k, MRR, recall@10 and nDCG@10.
+    Never touches your data. Reports precision@k, hit@k, MRR, recall@10 and nDCG@10;
+    with --feedback, what session verdicts do to later recalls instead.
     """
     from mtl_mcp.quality.evaluation import evaluate, shipped_set
 
     default_pool, default_queries = shipped_set()
+    if feedback:
+        if compare or methods or query_field != "plan" or split != "all":
+            raise click.UsageError(
+                "--feedback runs the default method on plans, with the dev split as the "
+                "sessions: drop --compare, --method, --query-field and --split"
+            )
+        from mtl_mcp.quality.feedback_eval import evaluate_feedback, shipped_planted
+
+        if planted_path == "shipped":
+            planted = shipped_planted()
+        elif planted_path is not None:
+            planted = Path(planted_path)
+            if not planted.is_file():
+                raise click.BadParameter(f"{planted} is not a file", param_hint="--planted")
+        else:
+            planted = None
+        click.echo("simulating feedback...", err=True)
+        outcome = evaluate_feedback(
+            pool_path or default_pool,
+            queries_path or default_queries,
+            planted,
+            k=k,
+            noise=noise,
+            seeds=seeds if noise else 1,
+            leave_domain_out=not no_leave_domain_out,
+            embed_model=settings().embed_model,
+        )
+        if as_json:
+            echo_json(outcome.model_dump(mode="json", exclude_none=True))
+        else:
+            _echo_feedback(outcome)
+        return
+    if planted_path is not None or noise:
+        raise click.UsageError("--planted and --noise go with --feedback")
     chosen = list(METHODS) if compare else list(methods or [DEFAULT_METHOD])
     click.echo(f"evaluating {', '.join(chosen)}...", err=True)
     results = evaluate(
