@@ -637,7 +637,7 @@ class Memory:
                 self.table.update(
                     ids_predicate(ids),
                     {"recall_count": f"recall_count + {count}"},
-                    patch=functools.partial(Snapshot.add_recall_counts, counts=counts),
+                    patch=functools.partial(Snapshot.with_recall_counts, counts=counts),
                 )
             except StoreReadOnly as exc:
                 if not self._counts_unsaved:

@@ -9,7 +9,7 @@ the keyword statistics alike.
 
 Comparing every team row with every personal one is a matrix product: on two cores ~90 ms
 for a 1,000-row pool against 10,000 insights. It is done once per pair of snapshots, in
-blocks (bounded memory), and only for the new rows when either snapshot grows in place
+blocks (bounded memory), and only for the new rows when either snapshot gains rows
 (this process's own writes). The team tier's background refresh does it for each new pool
 snapshot, so a recall rarely pays for it.
 """
@@ -43,10 +43,11 @@ def best_similarity(
 
 @dataclass(frozen=True)
 class _Compared:
-    """The hidden mask of one (team, personal) snapshot pair, for their first rows."""
+    """The hidden mask of one (team, personal) pair of snapshot lineages, for their first
+    rows (snapshots of one lineage differ only by rows appended, or counters)."""
 
-    team: Snapshot
-    personal: Snapshot
+    team: object
+    personal: object
     team_rows: int
     personal_rows: int
     hidden: Mask
@@ -66,11 +67,17 @@ class Overlap:
         with self._lock:
             known = self._compared
         team_rows, personal_rows = len(team), len(personal)
-        if known is None or known.team is not team or known.personal is not personal:
+        if (
+            known is None
+            or known.team is not team.lineage
+            or known.personal is not personal.lineage
+            or known.team_rows > team_rows
+            or known.personal_rows > personal_rows
+        ):
             hidden = self._duplicates(team, personal, 0, 0)
         elif (known.team_rows, known.personal_rows) == (team_rows, personal_rows):
             return known.hidden
-        else:  # either snapshot grew in place: compare only what is new
+        else:  # either snapshot gained rows: compare only what is new
             hidden = np.zeros(team_rows, dtype=bool)
             hidden[: known.team_rows] = known.hidden[:team_rows]
             hidden |= self._duplicates(team, personal, 0, known.personal_rows)
@@ -78,7 +85,9 @@ class Overlap:
                 known.team_rows :
             ]
         with self._lock:
-            self._compared = _Compared(team, personal, team_rows, personal_rows, hidden)
+            self._compared = _Compared(
+                team.lineage, personal.lineage, team_rows, personal_rows, hidden
+            )
         return hidden
 
     def _duplicates(

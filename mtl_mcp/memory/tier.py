@@ -33,6 +33,13 @@ LOAD_WAIT_MAX = 120.0  # seconds a first load may take once the store has answer
 THREAD_PREFIX = "mtl-refresh-"
 
 
+def _covers(index: Bm25Index, built_for: Snapshot, snapshot: Snapshot) -> bool:
+    """Whether an index built for one snapshot serves another: the same lineage (the other
+    is this one with rows appended, or recall counts written), and no more rows indexed
+    than it has."""
+    return built_for.lineage is snapshot.lineage and index.size <= len(snapshot)
+
+
 def refreshing() -> bool:
     """Whether a background refresh is still waiting on an object store in this process."""
     return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
@@ -122,9 +129,10 @@ class Tier:
         the background, not by the reader who finds it first."""
         current = self.table.loaded
         with self._lock:
-            published = self._published
-            indexed = self._keywords is not None and self._keywords[0] is current
-            if current is None or current is published or indexed or published is None:
+            published, cached = self._published, self._keywords
+            if current is None or published is None or current.lineage is published.lineage:
+                return current  # the same snapshot, or one this process's write derived
+            if cached is not None and _covers(cached[2], cached[0], current):
                 return current
             started, self._preparing = self._preparing is current, current
         if not started:
@@ -215,15 +223,16 @@ class Tier:
         self._confirmed = datetime.now(UTC)
 
     def keywords(self, snapshot: Snapshot) -> Bm25Index:
-        """BM25 over the snapshot's texts, built once per snapshot (a new one at once).
+        """BM25 over the snapshot's texts, built once per lineage of snapshots (a new one at
+        once).
 
-        Rows this process appended to it since (its own inserts) are not in the index until
-        a background rebuild catches up: recall never waits for it, and scores them with the
-        index's statistics meanwhile (`memory.queries`).
+        Rows this process appended since (its own inserts: a later snapshot of the same
+        lineage) are not in the index until a background rebuild catches up: recall never
+        waits for it, and scores them one by one meanwhile (`memory.queries`).
         """
         with self._lock:
             cached = self._keywords
-            if cached is not None and cached[0] is snapshot:
+            if cached is not None and _covers(cached[2], cached[0], snapshot):
                 if cached[1] != snapshot.generation and not self._rebuilding:
                     self._rebuilding = True
                     threading.Thread(
@@ -244,7 +253,7 @@ class Tier:
             generation = snapshot.generation
             index = Bm25Index(snapshot.texts())
             with self._lock:
-                if self._keywords is not None and self._keywords[0] is snapshot:
+                if self._keywords is not None and self._keywords[0].lineage is snapshot.lineage:
                     self._keywords = (snapshot, generation, index)
         finally:
             with self._lock:

@@ -9,7 +9,7 @@ the table version they were read at, and reloads them when another process has w
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -28,14 +28,18 @@ Mask = npt.NDArray[np.bool_]
 class Snapshot:
     """Rows of one table version: `rows` (Arrow, no vectors) and `vectors` aligned with it.
 
-    This process's own inserts are appended in place (`append`), so its next read needs no
-    reload; `generation` counts those appends, for caches built over the rows.
+    A snapshot never changes once readers have it: this process's own writes make a new one
+    from it (`appended`, `with_recall_counts`), so its next read needs no reload and a recall
+    running meanwhile keeps a consistent view. Snapshots made that way share a `lineage`
+    (and the matrix, which grows into spare room); `generation` counts the appends, for
+    caches built over the rows.
     """
 
     version: int
     rows: pa.Table
     matrix: npt.NDArray[np.float32]  # the vectors, with room to append (rows beyond len unused)
     generation: int = 0
+    lineage: object = field(default_factory=object, repr=False)
     _project_masks: dict[str, Mask] = field(default_factory=dict, repr=False)
 
     @property
@@ -109,27 +113,29 @@ class Snapshot:
         numbers: npt.NDArray[np.float32] = np.nan_to_num(values.astype(np.float32))
         return numbers
 
-    def append(self, rows: pa.Table, vectors: npt.NDArray[np.float32]) -> None:
-        """Add rows this process inserted (ids already here are skipped, as the insert did)."""
+    def appended(self, rows: pa.Table, vectors: npt.NDArray[np.float32]) -> Snapshot:
+        """This snapshot with rows this process inserted (ids already here are skipped, as
+        the insert did)."""
         new = [n for n, i in enumerate(rows.column("id").to_pylist()) if i not in self.positions]
         if not new:
-            return
+            return replace(self, _project_masks={})
         count, added = len(self), len(new)
-        if count + added > len(self.matrix):  # grow by a quarter: appends stay amortized O(1)
-            grown = np.empty((max(count + added, count * 5 // 4), self.matrix.shape[1]), np.float32)
-            grown[:count] = self.vectors
-            self.matrix = grown
-        self.matrix[count : count + added] = vectors[new]
+        matrix = self.matrix
+        if count + added > len(matrix):  # grow by a quarter: appends stay amortized O(1)
+            matrix = np.empty((max(count + added, count * 5 // 4), matrix.shape[1]), np.float32)
+            matrix[:count] = self.vectors
+        # Rows beyond `count` are no reader's: this snapshot's views stop at its own length.
+        matrix[count : count + added] = vectors[new]
         combined = pa.concat_tables([self.rows, rows.take(new).cast(self.rows.schema)])
         # `take` slows down over many chunks: fold them once there are a few.
-        self.rows = combined.combine_chunks() if combined.column(0).num_chunks > 16 else combined
-        for cached in ("active", "rating", "positions"):
-            self.__dict__.pop(cached, None)
-        self._project_masks.clear()
-        self.generation += 1
+        folded = combined.combine_chunks() if combined.column(0).num_chunks > 16 else combined
+        return replace(
+            self, rows=folded, matrix=matrix, generation=self.generation + 1, _project_masks={}
+        )
 
-    def add_recall_counts(self, counts: Mapping[str, int]) -> None:
-        """Apply a recall-count flush in memory, so this process's own write costs no reload."""
+    def with_recall_counts(self, counts: Mapping[str, int]) -> Snapshot:
+        """This snapshot after a recall-count flush, so this process's own write costs no
+        reload (the rows' order and texts are unchanged)."""
         delta = np.zeros(len(self), dtype=np.int32)
         for insight, count in counts.items():
             if (position := self.positions.get(insight)) is not None:
@@ -137,7 +143,8 @@ class Snapshot:
         index = self.rows.schema.get_field_index("recall_count")
         current = self.rows.column(index).fill_null(0)
         updated = pc.add(current, pa.array(delta, pa.int32())).cast(pa.int32())
-        self.rows = self.rows.set_column(index, self.rows.schema.field(index), updated)
+        rows = self.rows.set_column(index, self.rows.schema.field(index), updated)
+        return replace(self, rows=rows, _project_masks={})
 
     def column_mask(self, name: str, values: Iterable[str]) -> Mask:
         """Rows whose `name` column is one of `values`."""

@@ -291,12 +291,13 @@ class InsightTable:
     # -- writing -----------------------------------------------------------------------------
 
     def write(
-        self, action: Callable[[Table], T], patch: Callable[[Snapshot], None] | None = None
+        self, action: Callable[[Table], T], patch: Callable[[Snapshot], Snapshot] | None = None
     ) -> T:
         """Run one write with retries on commit conflicts, then compact now and then.
 
-        `patch` applies the same change to the in-memory snapshot: when this write is the
-        only one since the snapshot was read, patching replaces a full reload.
+        `patch` makes the in-memory snapshot with the same change: when this write is the only
+        one since the snapshot was read, the patched copy replaces a full reload (readers of
+        the old one keep theirs).
         """
         table = self.open()
         with self._writing, store_lock(self.local):
@@ -304,8 +305,9 @@ class InsightTable:
             with self._lock:
                 snapshot, after = self._snapshot, table.version
                 if patch and snapshot and after == snapshot.version + 1:
-                    patch(snapshot)
-                    snapshot.version = after
+                    patched = patch(snapshot)
+                    patched.version = after
+                    self._snapshot = patched
                 self._written = after
             if self._compaction_turn(after):
                 self._compact(table)
@@ -353,7 +355,7 @@ class InsightTable:
         vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
         result = self.write(
             lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data),
-            patch=lambda snapshot: snapshot.append(data.drop_columns(["vector"]), vectors),
+            patch=lambda snapshot: snapshot.appended(data.drop_columns(["vector"]), vectors),
         )
         return int(result.num_inserted_rows)
 
@@ -372,7 +374,7 @@ class InsightTable:
         self,
         where: str,
         values_sql: dict[str, str],
-        patch: Callable[[Snapshot], None] | None = None,
+        patch: Callable[[Snapshot], Snapshot] | None = None,
     ) -> None:
         """An SQL update of the rows matching `where` (increments stay atomic)."""
         self.write(lambda t: t.update(where=where, values_sql=values_sql), patch)

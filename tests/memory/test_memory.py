@@ -109,27 +109,33 @@ def test_helpful_ratings_raise_ranking(store: Memory) -> None:
 
 
 def test_own_recall_count_flush_patches_the_snapshot(store: Memory) -> None:
-    """Flushing recall counts updates the in-memory snapshot instead of reloading it."""
+    """Flushing recall counts derives the in-memory snapshot instead of reloading it; a
+    reader of the one before keeps its view."""
     [stored] = store.record([lesson(*TOPICS[0])])
     store.recall("read the traceback to the end", k=1)
     snapshot = store.table.snapshot()
     store.flush()
-    assert store.table.snapshot() is snapshot
+    patched = store.table.snapshot()
+    assert patched.lineage is snapshot.lineage and patched is not snapshot  # not reloaded
+    assert snapshot.records([0])[0]["recall_count"] == 0
     assert store.get(stored.id).recall_count == 1
     other = Memory(store.settings)  # another process's write still forces a reload
     other.rate(stored.id, helpful=True)
-    assert store.table.snapshot() is not snapshot and store.get(stored.id).helpful == 1
+    reloaded = store.table.snapshot()
+    assert reloaded.lineage is not snapshot.lineage and store.get(stored.id).helpful == 1
 
 
 def test_own_inserts_are_appended_to_the_snapshot_and_found_at_once(store: Memory) -> None:
-    """A record by this process extends its snapshot in place (no reload): the new insight
+    """A record by this process extends its snapshot (no reload): the new insight
     is recalled first at once (its keyword score comes from the index's statistics until
     the index, rebuilt in the background, holds it)."""
     [first] = store.record([lesson(*TOPICS[0])])
     snapshot = store.table.snapshot()
     store.recall("read the traceback to the end", k=1)  # builds the keyword index
     [second] = store.record([lesson(*TOPICS[1])])
-    assert store.table.snapshot() is snapshot and len(snapshot) == 2
+    extended = store.table.snapshot()
+    assert extended.lineage is snapshot.lineage and len(extended) == 2
+    assert len(snapshot) == 1  # a recall holding the one before keeps a consistent view
     assert [h.id for h in store.recall(TOPICS[1][1], k=2)] == [second.id, first.id]
     deadline = time.monotonic() + 30  # the keyword index is rebuilt in the background
     while store.recall(TOPICS[1][1], k=1, method="bm25")[0].id != second.id:
@@ -369,3 +375,4 @@ def test_recall_can_leave_out_insights_already_shown(store: Memory) -> None:
     after = [h.id for h in store.recall(plan, k=3, exclude_ids=first)]
     assert len(after) == 3 and not set(first) & set(after)
     assert set(first) | set(after) == {r.id for r in stored}
+
