@@ -22,7 +22,7 @@ from mtl_mcp.cli.app import (
 )
 from mtl_mcp.config import fewer_malloc_arenas
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
-from mtl_mcp.text.render import insight_markdown, recall_text
+from mtl_mcp.text.render import history_text, insight_markdown, recall_text
 
 PROBLEMS_SHOWN = 20  # of an import's bad lines on stderr; --json has every one
 
@@ -192,12 +192,15 @@ def list_(as_json: bool, retired: bool, **filters: Any) -> None:
 @click.argument("insight_id")
 @json_option
 def show(insight_id: str, as_json: bool) -> None:
-    """Show one insight."""
-    insight = quick_memory().get(insight_id)
+    """Show one insight, with its feedback: the judge's verdicts and the plans it was
+    recalled for."""
+    memory = quick_memory()
+    insight = memory.get(insight_id)
+    history = memory.history(insight_id)
     if as_json:
-        echo_json(insight)
+        echo_json({**insight.model_dump(mode="json"), "history": history.model_dump(mode="json")})
     else:
-        click.echo(insight_markdown(insight))
+        click.echo(insight_markdown(insight) + "\n" + history_text(history))
 
 
 @click.command()
@@ -215,6 +218,20 @@ def rate(insight_id: str, helpful: bool, note: str | None, as_json: bool) -> Non
         click.echo(
             f"{insight.id}: {insight.helpful} helpful / {insight.harmful} harmful, {insight.status}"
         )
+
+
+@click.command()
+@common
+@click.argument("insight_id")
+@json_option
+def reinstate(insight_id: str, as_json: bool) -> None:
+    """Bring back an insight retired by ratings or by session verdicts: it is recalled
+    again, and the verdicts given before now no longer count against it."""
+    insight = quick_memory().reinstate(insight_id)
+    if as_json:
+        echo_json(insight)
+    else:
+        click.echo(f"{insight.id}: {insight.status}: {insight.title}")
 
 
 @click.command()
@@ -282,6 +299,16 @@ def stats(abstraction: bool, as_json: bool) -> None:
         counts = sorted(numbers[key].items(), key=lambda kv: -kv[1])
         click.echo(f"{key.removeprefix('by_')}: " + ", ".join(f"{k} {v}" for k, v in counts))
     click.echo(f"model: {numbers['embed_model']}  store: {numbers['store_uri']}")
+    loop = numbers["loop"]
+    share = loop["plan_recall_share"]
+    click.echo(
+        "recalls: "
+        + (", ".join(f"{t} {n}" for t, n in sorted(loop["recalls_by_trigger"].items())) or "none")
+        + f"; {loop['sessions_with_plan_recall']} of {loop['sessions']} sessions got a recall "
+        "for their plan" + (f" ({share:.0%})" if share is not None else "")
+    )
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(loop["verdicts"].items()))
+    click.echo(f"verdicts: {verdicts or 'none yet'}")
     if team := numbers.get("team"):
         state = {True: "reachable", False: "unreachable", None: "not reached yet"}
         click.echo(
@@ -322,4 +349,17 @@ def reindex() -> None:
     click.echo(f"re-embedded {count} insights with {memory.embedder.name}")
 
 
-COMMANDS = [recall, add, import_, export, list_, show, rate, forget, stats, seed, reindex]
+COMMANDS = [
+    recall,
+    add,
+    import_,
+    export,
+    list_,
+    show,
+    rate,
+    reinstate,
+    forget,
+    stats,
+    seed,
+    reindex,
+]

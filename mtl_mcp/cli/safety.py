@@ -39,6 +39,8 @@ def echo_purge(report: PurgeReport, as_json: bool) -> None:
             click.echo(f"rewrote {len(report.scrubbed_backups)} older backups without them")
         for path in report.scrubbed_files:
             click.echo(f"scrubbed {path}")
+        if report.ledger_rows:
+            click.echo(f"removed {report.ledger_rows} recalls and verdicts whose text matched")
         if report.team_ids:
             click.echo(
                 f"removed {len(report.team_ids)} insights you shared from the team pool, and "

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, Field
 
 import mtl_mcp.memory.ingest as ingest
+import mtl_mcp.memory.loop as loop_reports
 import mtl_mcp.memory.queries as queries
 import mtl_mcp.memory.sharing as sharing
 from mtl_mcp.config import Settings, load_settings
@@ -45,20 +46,26 @@ from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
 from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.memory.loop import Loop
 from mtl_mcp.memory.team import TeamPool, stats_of
 from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import (
     CATEGORIES,
     NOTE_MAX,
     TEXT_MAX,
+    GivenInsight,
     Insight,
     InsightDraft,
+    InsightHistory,
     ListSort,
     Provenance,
     RecallHit,
+    RecallOrigin,
     RecordResult,
     Scope,
+    SessionReport,
     ShareResult,
+    VerdictEntry,
     too_long,
 )
 from mtl_mcp.storage import backup
@@ -90,6 +97,13 @@ class LabelledVectors:
 
     def column(self, name: str) -> list[Any]:
         return [record[name] for record in self.records]
+
+
+def _appended_note(note_sql: str) -> str:
+    """SQL for the notes with one more (an SQL string), keeping the newest NOTES_KEPT."""
+    return (
+        f"array_slice(array_append(coalesce(notes, make_array()), {note_sql}), -{NOTES_KEPT}, -1)"
+    )
 
 
 class ImportProblem(BaseModel):
@@ -136,6 +150,7 @@ class Memory:
         self._recalls_lock = threading.Lock()
         self._pending_recalls: Counter[str] = Counter()
         self._drained_at = 0.0  # when the background last tried to drain the team outbox
+        self.loop = Loop(self.settings)  # what reached a model, and how it went
         self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
 
     # -- parts ----------------------------------------------------------------------------
@@ -336,12 +351,14 @@ class Memory:
         exclude_domains: Sequence[str] | None = None,
         method: str | RecallMethod | None = None,
         exclude_ids: Collection[str] = (),
+        origin: RecallOrigin | None = None,
     ) -> list[RecallHit]:
         """The top-k active insights for a short plan, best first.
 
         `exclude_domains` leaves those domains out (the evaluation's leave-one-domain-out);
         `method` picks a ranking from `index.methods.METHODS` (default: the evaluated best);
         `exclude_ids` leaves out insights already shown (the next best take their place).
+        A recall with an `origin` reaches a model: the ledger records it (`flush` writes it).
         """
         ranking = get_method(method)
         if not plan.strip():
@@ -359,6 +376,10 @@ class Memory:
             )
         self._check_model()
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
+        if (feedback := self.loop.feedback()) is not None:
+            # Lessons that misled plans like this one, or keep misleading: left out.
+            left_out = feedback.suppressed(query) | feedback.keeps_misleading()
+            exclude_ids = set(exclude_ids) | set(left_out)
         snapshot = self._snapshot()
         mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains, exclude_ids)
         keywords = self._personal.keywords(snapshot) if ranking.keywords else None
@@ -374,6 +395,8 @@ class Memory:
         hits = queries.recall_hits(pools, query, plan, k, ranking, min_score)
         with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
             self._pending_recalls.update(h.id for h in hits if h.source == "personal")
+        if origin is not None:
+            self.loop.note(origin, plan, project, hits)
         return hits
 
     def _compare_with_team(self, team: Snapshot) -> None:
@@ -473,7 +496,8 @@ class Memory:
             yield Insight.model_validate(row)
 
     def stats(self) -> dict[str, Any]:
-        """Counts by domain, category, polarity and project, with the store's model and paths."""
+        """Counts by domain, category, polarity and project, with the store's model and
+        paths, and the loop's figures (recalls by trigger, sessions, verdicts)."""
         numbers = queries.counts(self._snapshot())
         meta = self.table.meta
         result = {
@@ -482,6 +506,7 @@ class Memory:
             "schema_version": int(meta.get("schema_version", SCHEMA_VERSION)),
             "data_dir": str(self.settings.home),
             "store_uri": self.settings.store_uri,
+            "loop": self.loop.ledger.figures(),
         }
         if self.team is not None:
             team = self.team.snapshot()
@@ -511,11 +536,7 @@ class Memory:
             self.team.rate(insight, values_sql)  # notes stay personal: they are not shared
             return self.get(insight)
         if note and note.strip():
-            note_text = sql_string(redact(note.strip())[:NOTE_MAX])
-            values_sql["notes"] = (
-                f"array_slice(array_append(coalesce(notes, make_array()), "
-                f"{note_text}), -{NOTES_KEPT}, -1)"
-            )
+            values_sql["notes"] = _appended_note(sql_string(redact(note.strip())[:NOTE_MAX]))
         self.table.update(f"id = {sql_string(insight)}", values_sql)
         self._changed()
         return self.get(insight)
@@ -540,8 +561,114 @@ class Memory:
         and reload. Returns (insights deleted, versions removed)."""
         self._open()
         purged = self.table.purge(ids)
+        self.loop.forget(ids)
         self._changed()
         return purged
+
+    # -- the closed loop ---------------------------------------------------------------------
+
+    def recall_for_session(
+        self,
+        plan: str,
+        origin: RecallOrigin,
+        k: int = 3,
+        project: str | None = None,
+        min_score: float | None = None,
+        exclude_ids: Collection[str] = (),
+        on_time: Callable[[], bool] | None = None,
+    ) -> builtins.list[RecallHit] | None:
+        """A recall put in front of a session's model unasked (the plan-triggered hook):
+        never an insight the session was given already, by any trigger (the ledger's, and
+        `exclude_ids` the caller knows of). None when `on_time` says the caller has given
+        up meanwhile: then no model sees it and the ledger does not record it."""
+        shown = self.loop.shown(origin.session_id) if origin.session_id else set()
+        hits = self.recall(
+            plan, k=k, project=project, min_score=min_score, exclude_ids=shown | set(exclude_ids)
+        )
+        if on_time is not None and not on_time():
+            return None
+        if hits:
+            self.loop.note(origin, plan, project, hits)
+        return hits
+
+    def note_shown(
+        self, origin: RecallOrigin, ids: Sequence[str], project: str | None = None
+    ) -> None:
+        """Record insights put in front of a model without a plan (the session-start
+        context): the ledger gets a recall with no plan."""
+        hits = [h for h in (self._hit_of(i) for i in ids) if h is not None]
+        self.loop.note(origin, "", project, hits)
+
+    def _hit_of(self, insight: str) -> RecallHit | None:
+        try:
+            found = self.get(insight)
+        except NotFoundError:
+            return None
+        return RecallHit.model_validate({**found.model_dump(), "score": 0.0, "similarity": 0.0})
+
+    def given_insights(self, session_id: str) -> builtins.list[GivenInsight]:
+        """The insights one session was given (by a tool call, the hook or the session-start
+        context), in the order it first got them, each with the latest plan it was
+        recalled for. Insights gone since are left out."""
+        return loop_reports.given(self, session_id)
+
+    def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
+        """Store the judge's verdicts, each with the embedding of the plan its insight was
+        recalled for (what feedback compares later plans with)."""
+        vectors = [
+            plan_vector(self.embedder, e.plan, split=True) if e.plan else None for e in entries
+        ]
+        self.loop.add_verdicts(entries, vectors)
+        feedback = self.loop.feedback()
+        for insight, reason in (feedback.keeps_misleading() if feedback else {}).items():
+            self._retire_for(insight, reason)
+
+    def _retire_for(self, insight: str, reason: str) -> None:
+        """Retire a personal insight that keeps misleading, saying why in its notes (a team
+        one is only left out of this memory's recalls)."""
+        snapshot = self._snapshot()
+        position = snapshot.positions.get(insight)
+        if position is None or not snapshot.active[position]:
+            return
+        note = sql_string(f"retired by session verdicts: {reason}"[:NOTE_MAX])
+        self.table.update(
+            f"id = {sql_string(insight)}",
+            {"status": "'retired'", "notes": _appended_note(note)},
+        )
+        logger.info("retired %s: %s", insight, reason)
+        self._changed()
+
+    def reinstate(self, insight: str) -> Insight:
+        """Undo a retirement (by ratings or session verdicts): the insight is recalled again,
+        and verdicts given before now no longer count against it (they stay in its
+        history)."""
+        current = self.get(insight)
+        self.loop.ledger.reinstate(insight)
+        if current.source == "personal" and current.status != "active":
+            note = sql_string("reinstated by hand")
+            self.table.update(
+                f"id = {sql_string(insight)}", {"status": "'active'", "notes": _appended_note(note)}
+            )
+            self._changed()
+        return self.get(insight)
+
+    def sessions(self, limit: int = 20) -> builtins.list[SessionReport]:
+        """The most recent sessions: what each was given and by which trigger, what was
+        learnt from it, and the verdicts."""
+        return loop_reports.sessions(self, limit)
+
+    def learnt_in(self, session_id: str) -> builtins.list[Insight]:
+        """The insights of your memory that one session produced or confirmed first."""
+        snapshot = self._snapshot()
+        rows = np.flatnonzero(snapshot.column_mask("session_id", [session_id]))
+        return [Insight.model_validate(r) for r in snapshot.records([int(n) for n in rows])]
+
+    def history(self, insight: str) -> InsightHistory:
+        """One insight's feedback: its verdicts and the recalls that gave it, newest first."""
+        return InsightHistory(
+            recalls=self.loop.ledger.recalls(insight=insight, limit=50),
+            verdicts=self.loop.ledger.verdicts(insight=insight),
+        )
 
     # -- the team pool ---------------------------------------------------------------------------
 
@@ -613,17 +740,21 @@ class Memory:
         return len(rows)
 
     def flush(self, drain: bool = True) -> None:
-        """Write accumulated recall counts (recall stays a pure read on its hot path), then
-        (`drain`) retry the team outbox once per refresh interval while the pool answers.
-        The counts go first: a drain waits on the pool, and they never should.
+        """Write accumulated recall counts (recall stays a pure read on its hot path) and
+        the ledger's recalls, then (`drain`) retry the team outbox once per refresh interval
+        while the pool answers. The counts go first: a drain waits on the pool, and they
+        never should.
 
         A read-only store cannot take the counts: they are dropped (they are shown, never
         ranked by), said once in the log, and reads go on."""
         try:
-            self._flush_recalls()
+            self.loop.flush()
         finally:
-            if drain:
-                self._drain_outbox()
+            try:
+                self._flush_recalls()
+            finally:
+                if drain:
+                    self._drain_outbox()
 
     def _flush_recalls(self) -> None:
         with self._recalls_lock:

@@ -2,7 +2,8 @@
 
 `forget` deletes a row, but Lance deletes are soft and older table versions keep the text.
 A purge deletes the rows, rewrites the table so no live file holds them, removes every
-older version, rewrites the backups without them, scrubs the text from the logs, the spool
+older version, rewrites the backups without them, deletes their rows from the recall ledger
+(and any recall or verdict whose text matches), scrubs the text from the logs, the spool
 and the session-start context cache, and finally scans every file under the data directory
 for the text and reports any trace left. With a team pool it does the same there for the
 insights you shared (others' are theirs to purge), and a store or pool on object storage
@@ -23,6 +24,7 @@ from mtl_mcp.files import write_private
 from mtl_mcp.memory import Memory
 from mtl_mcp.schemas import Insight
 from mtl_mcp.storage.backup import backups_dir, make_backup, row_matches, scrub_backups
+from mtl_mcp.storage.ledger import LEDGER_FILE
 from mtl_mcp.storage.objects import scan_objects, stream_matches
 from mtl_mcp.text.redact import redact
 
@@ -43,6 +45,7 @@ class PurgeReport(BaseModel):
     team_versions_removed: int = 0
     team_others: int = 0  # team insights others shared that match: left for them to purge
     unscanned: list[str] = []  # stores whose objects could not be scanned, and why
+    ledger_rows: int = 0  # recalls and verdicts whose text matched (those of the ids go too)
 
 
 def compile_pattern(text: str, ignore_case: bool = False) -> re.Pattern[str]:
@@ -153,6 +156,7 @@ def _purge(
         backup=backup.name if backup else None,
         scrubbed_backups=scrub_backups(settings, ids, in_backups),
         scrubbed_files=[str(p) for p in scrub_files(settings, in_files)],
+        ledger_rows=memory.loop.ledger.scrub(in_files),
         team_ids=sorted(i.id for i in shared),
         team_versions_removed=team_versions,
     )
@@ -175,6 +179,7 @@ def _skipped(settings: Settings) -> set[Path]:
     """Folders a file scrub leaves alone: the store and backups (rewritten through LanceDB),
     damaged stores (unreadable), and downloaded models."""
     skipped = {backups_dir(settings), settings.home / "damaged", settings.models_dir}
+    skipped.add(settings.home / LEDGER_FILE)  # SQLite: rows are deleted through it, never bytes
     for uri in (settings.store_uri, settings.team_uri):
         if uri and (path := local_path(uri)) is not None:
             skipped.add(path)

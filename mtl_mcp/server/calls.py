@@ -8,6 +8,7 @@ The service answers `{"ok": true, "result": ...}` or `{"ok": false, "error": {"t
 from __future__ import annotations
 
 import builtins
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,19 @@ from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import write_project_context
 from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
-from mtl_mcp.schemas import Insight, InsightDraft, Provenance, RecallHit, RecordResult
+from mtl_mcp.schemas import (
+    GivenInsight,
+    Insight,
+    InsightDraft,
+    InsightHistory,
+    Provenance,
+    RecallHit,
+    RecallOrigin,
+    RecordResult,
+    SessionReport,
+    VerdictEntry,
+)
+from mtl_mcp.text.render import plan_notes_text
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
@@ -28,6 +41,36 @@ if TYPE_CHECKING:
 
 def _recall(memory: Memory, params: dict[str, Any]) -> Any:
     return [hit.model_dump(mode="json") for hit in memory.recall(**params)]
+
+
+def _session_recall(memory: Memory, params: dict[str, Any]) -> Any:
+    """The plan-triggered hook's recall: the hits, and the notes to show, framed. Past the
+    hook's `deadline` (epoch seconds) the hook has given up: the answer is `late`, and the
+    ledger does not record a recall no model saw."""
+    origin = RecallOrigin.model_validate(params.pop("origin"))
+    deadline = params.pop("deadline", None)
+    on_time = (lambda: time.time() <= deadline) if isinstance(deadline, int | float) else None
+    hits = memory.recall_for_session(origin=origin, on_time=on_time, **params)
+    if hits is None:
+        return {"late": True}
+    return {"ids": [h.id for h in hits], "notes": plan_notes_text(hits) if hits else ""}
+
+
+def _given(memory: Memory, params: dict[str, Any]) -> Any:
+    return [g.model_dump(mode="json") for g in memory.given_insights(params["session_id"])]
+
+
+def _sessions(memory: Memory, params: dict[str, Any]) -> Any:
+    return [r.model_dump(mode="json") for r in memory.sessions(int(params.get("limit", 20)))]
+
+
+def _history(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.history(params["insight"]).model_dump(mode="json")
+
+
+def _verdicts(memory: Memory, params: dict[str, Any]) -> Any:
+    memory.record_verdicts([VerdictEntry.model_validate(v) for v in params["verdicts"]])
+    return None
 
 
 def _list(memory: Memory, params: dict[str, Any]) -> Any:
@@ -58,24 +101,37 @@ def _rate(memory: Memory, params: dict[str, Any]) -> Any:
     return insight.model_dump(mode="json")
 
 
+def _reinstate(memory: Memory, params: dict[str, Any]) -> Any:
+    return memory.reinstate(params["insight"]).model_dump(mode="json")
+
+
 def _forget(memory: Memory, params: dict[str, Any]) -> Any:
     return memory.forget(params["insight"]).model_dump(mode="json")
 
 
 def _context(memory: Memory, params: dict[str, Any]) -> Any:
     project = resolve_project(params.get("project_dir") or ".")
-    return write_project_context(memory, project)
+    context = write_project_context(memory, project)
+    if origin := params.get("origin"):
+        memory.note_shown(RecallOrigin.model_validate(origin), context.ids, project.id)
+    return {"text": context.text, "ids": context.ids}
 
 
 # method -> what the service does with its memory and the call's params (JSON in, JSON out).
 _METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
     "recall": _recall,
+    "session_recall": _session_recall,
+    "given": _given,
+    "verdicts": _verdicts,
+    "sessions": _sessions,
+    "history": _history,
     "list": _list,
     "get": _get,
     "stats": _stats,
     "team_notice": _team_notice,
     "record": _record,
     "rate": _rate,
+    "reinstate": _reinstate,
     "forget": _forget,
     "context": _context,
 }
@@ -171,3 +227,19 @@ class ServiceMemory:
 
     def forget(self, insight: str) -> Insight:
         return Insight.model_validate(self._call("forget", insight=insight))
+
+    def reinstate(self, insight: str) -> Insight:
+        return Insight.model_validate(self._call("reinstate", insight=insight))
+
+    def sessions(self, limit: int = 20) -> builtins.list[SessionReport]:
+        return [SessionReport.model_validate(r) for r in self._call("sessions", limit=limit)]
+
+    def history(self, insight: str) -> InsightHistory:
+        return InsightHistory.model_validate(self._call("history", insight=insight))
+
+    def given_insights(self, session_id: str) -> builtins.list[GivenInsight]:
+        given = self._call("given", session_id=session_id)
+        return [GivenInsight.model_validate(g) for g in given]
+
+    def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
+        self._call("verdicts", verdicts=[e.model_dump(mode="json") for e in entries])

@@ -1,0 +1,206 @@
+"""The closed loop of one memory: what reached a model (the ledger), and how it went.
+
+A recall with an origin (a tool call, the plan-triggered hook, the session-start context)
+is noted here and written to the ledger later, by `flush`: in the shared service every
+couple of seconds, off the recall's path, so the ledger costs a recall nothing it waits on.
+At session end the judge's verdicts on what the session was given come back through
+`add_verdicts`, each with the plan the insight was recalled for.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from mtl_mcp.config import Settings
+from mtl_mcp.errors import NotFoundError, StoreReadOnly
+from mtl_mcp.memory.feedback import FeedbackIndex, Verdict
+from mtl_mcp.schemas import (
+    GivenInsight,
+    Insight,
+    LearntInsight,
+    LedgerHit,
+    RecallEntry,
+    RecallHit,
+    RecallOrigin,
+    SessionReport,
+    Trigger,
+    VerdictEntry,
+)
+from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
+from mtl_mcp.text.redact import redact
+
+logger = logging.getLogger(__name__)
+
+PENDING_MAX = 1000  # recalls kept for the ledger while it cannot be written
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
+class Loop:
+    """The ledger of one data directory, with the recalls not yet written to it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.ledger = Ledger(settings.home / LEDGER_FILE)
+        self._lock = threading.Lock()
+        self._pending: list[RecallEntry] = []
+        self._unwritable = False  # a read-only data directory refused the ledger (logged)
+        self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
+
+    def note(
+        self, origin: RecallOrigin, plan: str, project: str | None, hits: Sequence[RecallHit]
+    ) -> None:
+        """Remember a recall that reached a model (written by the next `flush`)."""
+        entry = RecallEntry(
+            session_id=origin.session_id,
+            client=origin.client,
+            trigger=origin.trigger,
+            plan=redact(plan),
+            project=project,
+            hits=[LedgerHit(id=h.id, score=round(h.score, 4)) for h in hits],
+        )
+        with self._lock:
+            self._pending.append(entry)
+
+    def flush(self) -> None:
+        """Write the recalls noted since the last flush; kept for the next one on failure
+        (at most PENDING_MAX), dropped when the data directory is read-only (said once)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        try:
+            self.ledger.add_recalls(pending)
+        except StoreReadOnly as exc:
+            if not self._unwritable:
+                logger.info("the recall ledger is not written: %s", exc)
+            self._unwritable = True
+        except BaseException:
+            with self._lock:
+                self._pending[:0] = pending
+                del self._pending[:-PENDING_MAX]
+            raise
+
+    def _unwritten(self, session_id: str | None) -> list[RecallEntry]:
+        with self._lock:
+            return [e for e in self._pending if e.session_id == session_id]
+
+    def session_recalls(self, session_id: str) -> list[RecallEntry]:
+        """Every recall of one session, newest first, those not yet written included."""
+        unwritten = list(reversed(self._unwritten(session_id)))
+        return unwritten + self.ledger.recalls(session_id=session_id)
+
+    def recent_sessions(self, limit: int) -> list[str]:
+        """The most recent sessions with a recall or a verdict, newest first, those whose
+        recalls are not yet written included."""
+        with self._lock:
+            unwritten = [e.session_id for e in reversed(self._pending) if e.session_id]
+        found = list(dict.fromkeys([*unwritten, *self.ledger.sessions(limit)]))
+        return found[:limit]
+
+    def shown(self, session_id: str) -> set[str]:
+        """The insights already put in front of the model in one session."""
+        return {hit.id for entry in self.session_recalls(session_id) for hit in entry.hits}
+
+    def add_verdicts(
+        self,
+        entries: Sequence[VerdictEntry],
+        vectors: Sequence[npt.NDArray[np.float32] | None],
+    ) -> None:
+        self.ledger.add_verdicts(entries, vectors)
+
+    def feedback(self) -> FeedbackIndex | None:
+        """The verdicts that count, indexed for recall (None when there are none): those
+        with a plan, less those given before a person reinstated their insight. Rebuilt
+        only when verdicts changed, in any process."""
+        stamp = self.ledger.verdict_stamp()
+        cached = self._feedback
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        reinstated = self.ledger.reinstatements()
+        verdicts = [
+            Verdict(e.insight, e.verdict, vector, e.session_id, e.mode)
+            for e, vector in self.ledger.verdict_vectors()
+            if vector is not None
+            and not (e.insight in reinstated and e.at <= reinstated[e.insight])
+        ]
+        index = FeedbackIndex(verdicts) if verdicts else None
+        self._feedback = (stamp, index)
+        return index
+
+    def forget(self, ids: Collection[str]) -> int:
+        """Remove every ledger row about these insights, written or not."""
+        with self._lock:
+            for entry in self._pending:
+                entry.hits = [h for h in entry.hits if h.id not in ids]
+        return self.ledger.forget(ids)
+
+
+class Reports(Protocol):
+    """What the reports below read: `Memory`."""
+
+    loop: Loop
+
+    def get(self, insight: str) -> Insight: ...
+
+    def learnt_in(self, session_id: str) -> list[Insight]: ...
+
+
+def given(memory: Reports, session_id: str) -> list[GivenInsight]:
+    """`Memory.given_insights`."""
+    plans: dict[str, tuple[str | None, Trigger]] = {}
+    for entry in reversed(memory.loop.session_recalls(session_id)):  # oldest first
+        for hit in entry.hits:
+            if entry.plan or hit.id not in plans:  # the latest plan it was recalled for
+                plans[hit.id] = (entry.plan or None, entry.trigger)
+    found = []
+    for insight_id, (plan, trigger) in plans.items():
+        try:
+            insight = memory.get(insight_id)
+        except NotFoundError:  # forgotten since
+            continue
+        found.append(
+            GivenInsight(
+                id=insight.id,
+                title=insight.title,
+                content=insight.content,
+                plan=plan,
+                trigger=trigger,
+            )
+        )
+    return found
+
+
+def sessions(memory: Reports, limit: int) -> list[SessionReport]:
+    """`Memory.sessions`."""
+    ledger = memory.loop.ledger
+    reports = []
+    for session_id in memory.loop.recent_sessions(limit):
+        recalls = list(reversed(memory.loop.session_recalls(session_id)))
+        verdicts = ledger.verdicts(session_id=session_id)
+        recalled = {hit.id for entry in recalls for hit in entry.hits}
+        titles = {}
+        for insight_id in sorted(recalled | {v.insight for v in verdicts}):
+            try:
+                titles[insight_id] = memory.get(insight_id).title
+            except NotFoundError:
+                titles[insight_id] = "(forgotten)"
+        times = [e.at for e in recalls] + [v.at for v in verdicts]
+        reports.append(
+            SessionReport(
+                session_id=session_id,
+                client=next((e.client for e in recalls if e.client), None),
+                project=next((e.project for e in recalls if e.project), None),
+                first_at=min(times) if times else None,
+                last_at=max(times) if times else None,
+                recalls=recalls,
+                titles=titles,
+                learnt=[
+                    LearntInsight(id=i.id, title=i.title) for i in memory.learnt_in(session_id)
+                ],
+                verdicts=verdicts,
+            )
+        )
+    return reports

@@ -1,0 +1,440 @@
+"""The recall ledger: what reached a model, for which plan, and how it went. SQLite.
+
+Every recall that reaches a model (a tool call, the plan-triggered hook, the session-start
+context) is a row: when, the session and client, the trigger, the plan (redacted, cut to
+PLAN_MAX characters), the project, and the insight ids it gave with their scores. At
+session end the judge's verdict on each insight it gave (helped, not used, misled and how)
+is a row too, with the plan the insight was recalled for and that plan's embedding: what
+feedback ranks with (`mtl_mcp.memory.feedback`).
+
+- Owner-only (0600, like the rest of the data directory), and bounded: the oldest recalls
+  beyond KEEP_RECALLS and verdicts beyond KEEP_VERDICTS are pruned.
+- Several processes write it at once (the service, hooks, the CLI); SQLite serializes them.
+- A purge leaves no trace: rows are deleted with `secure_delete` (freed pages zeroed) and
+  the file is vacuumed, so neither an id nor a plan that matched survives in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mtl_mcp.errors import StoreError, StoreReadOnly
+from mtl_mcp.schemas import LedgerHit, RecallEntry, VerdictEntry
+
+if TYPE_CHECKING:  # numpy only where vectors are read or written: the hooks import this
+    import numpy as np
+    import numpy.typing as npt
+
+LEDGER_FILE = "ledger.sqlite"
+KEEP_RECALLS = 20_000
+KEEP_VERDICTS = 20_000
+PLAN_MAX = 2000
+BUSY_MS = 5000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS recalls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    session TEXT,
+    client TEXT,
+    trigger TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    project TEXT
+);
+CREATE INDEX IF NOT EXISTS recalls_session ON recalls(session);
+CREATE TABLE IF NOT EXISTS recalled (
+    recall INTEGER NOT NULL REFERENCES recalls(id) ON DELETE CASCADE,
+    rank INTEGER NOT NULL,
+    insight TEXT NOT NULL,
+    score REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS recalled_insight ON recalled(insight);
+CREATE INDEX IF NOT EXISTS recalled_recall ON recalled(recall);
+CREATE TABLE IF NOT EXISTS verdicts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    session TEXT NOT NULL,
+    insight TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    mode TEXT,
+    reason TEXT,
+    backend TEXT,
+    plan TEXT,
+    trigger TEXT,
+    vector BLOB
+);
+CREATE INDEX IF NOT EXISTS verdicts_insight ON verdicts(insight);
+CREATE INDEX IF NOT EXISTS verdicts_session ON verdicts(session);
+CREATE TABLE IF NOT EXISTS reinstated (
+    insight TEXT PRIMARY KEY,
+    at TEXT NOT NULL
+);
+"""
+
+
+class Ledger:
+    """The ledger file of one data directory. Thread-safe; opens lazily."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._ready = False
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection in a transaction (committed at the end of the block)."""
+        try:
+            with self._lock:
+                if not self._ready:
+                    self._create()
+            connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc) from exc
+        try:
+            connection.execute("PRAGMA secure_delete = ON")
+            connection.execute("PRAGMA foreign_keys = ON")
+            with connection:
+                yield connection
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        finally:
+            connection.close()
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """Our error for SQLite's (or the file system's), with what to do."""
+        text = str(exc)
+        if "readonly" in text or "read-only" in text.lower() or isinstance(exc, PermissionError):
+            return StoreReadOnly(
+                f"the recall ledger {self.path} cannot be written ({text}): make the data "
+                "directory writable; recall works meanwhile, without recording what it gave"
+            )
+        if "not a database" in text or "malformed" in text:
+            return StoreError(
+                f"the recall ledger {self.path} is damaged ({text}): delete it; it holds only "
+                "the history of recalls and verdicts, and is made again"
+            )
+        return StoreError(f"the recall ledger {self.path} could not be used ({text}): retry")
+
+    def _create(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.path.exists():  # created owner-only, before SQLite opens it
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
+        try:
+            connection.executescript(_SCHEMA)
+        finally:
+            connection.close()
+        self._ready = True
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    @property
+    def _stamp_file(self) -> Path:
+        return self.path.with_name(self.path.name + ".verdicts")
+
+    def verdict_stamp(self) -> int:
+        """Changes whenever verdicts or reinstatements change, in any process (a file's
+        modification time: what feedback checks before each recall, for a stat's cost)."""
+        try:
+            return self._stamp_file.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    def _touch(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(os.open(self._stamp_file, os.O_WRONLY | os.O_CREAT, 0o600))
+            os.utime(self._stamp_file)
+
+    # -- recalls ------------------------------------------------------------------------------
+
+    def add_recalls(self, entries: Sequence[RecallEntry]) -> None:
+        """Record recalls, then prune the oldest beyond KEEP_RECALLS."""
+        if not entries:
+            return
+        with self._connection() as db:
+            for entry in entries:
+                cursor = db.execute(
+                    "INSERT INTO recalls (at, session, client, trigger, plan, project) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        entry.at.isoformat(),
+                        entry.session_id,
+                        entry.client,
+                        entry.trigger,
+                        entry.plan[:PLAN_MAX],
+                        entry.project,
+                    ),
+                )
+                db.executemany(
+                    "INSERT INTO recalled (recall, rank, insight, score) VALUES (?, ?, ?, ?)",
+                    [(cursor.lastrowid, n, h.id, h.score) for n, h in enumerate(entry.hits)],
+                )
+            db.execute(
+                "DELETE FROM recalls WHERE id <= (SELECT MAX(id) FROM recalls) - ?",
+                (KEEP_RECALLS,),
+            )
+
+    def recalls(
+        self,
+        session_id: str | None = None,
+        insight: str | None = None,
+        limit: int | None = None,
+    ) -> list[RecallEntry]:
+        """Recalls, newest first: of one session, or those that gave one insight."""
+        where, args = [], []
+        if session_id is not None:
+            where.append("r.session = ?")
+            args.append(session_id)
+        if insight is not None:
+            where.append("r.id IN (SELECT recall FROM recalled WHERE insight = ?)")
+            args.append(insight)
+        sql = "SELECT r.id, r.at, r.session, r.client, r.trigger, r.plan, r.project FROM recalls r"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY r.id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        if not self.exists():
+            return []
+        with self._connection() as db:
+            rows = db.execute(sql, args).fetchall()
+            hits: dict[int, list[LedgerHit]] = {row[0]: [] for row in rows}
+            for chunk in _chunks(list(hits)):
+                marks = ", ".join("?" * len(chunk))
+                for recall, insight_id, score in db.execute(
+                    f"SELECT recall, insight, score FROM recalled WHERE recall IN ({marks}) "
+                    "ORDER BY recall, rank",
+                    chunk,
+                ):
+                    hits[recall].append(LedgerHit(id=insight_id, score=score))
+        return [
+            RecallEntry(
+                at=datetime.fromisoformat(at),
+                session_id=session,
+                client=client,
+                trigger=trigger,
+                plan=plan,
+                project=project,
+                hits=hits[number],
+            )
+            for number, at, session, client, trigger, plan, project in rows
+        ]
+
+    def sessions(self, limit: int = 20) -> list[str]:
+        """The most recent sessions with a recall or a verdict, newest first."""
+        if not self.exists():
+            return []
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT session, MAX(at) AS last FROM ("
+                " SELECT session, at FROM recalls WHERE session IS NOT NULL"
+                " UNION ALL SELECT session, at FROM verdicts"
+                ") GROUP BY session ORDER BY last DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # -- verdicts -----------------------------------------------------------------------------
+
+    def add_verdicts(
+        self,
+        entries: Sequence[VerdictEntry],
+        vectors: Sequence[npt.NDArray[np.float32] | None] | None = None,
+    ) -> None:
+        """Record verdicts, each with its plan's embedding (None: no plan was known)."""
+        if not entries:
+            return
+        blobs = [None if v is None else v.astype("float32").tobytes() for v in vectors or []]
+        blobs += [None] * (len(entries) - len(blobs))
+        with self._connection() as db:
+            db.executemany(
+                "INSERT INTO verdicts (at, session, insight, verdict, mode, reason, backend, "
+                "plan, trigger, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        e.at.isoformat(),
+                        e.session_id,
+                        e.insight,
+                        e.verdict,
+                        e.mode,
+                        e.reason,
+                        e.backend,
+                        (e.plan or "")[:PLAN_MAX] or None,
+                        e.trigger,
+                        blob,
+                    )
+                    for e, blob in zip(entries, blobs, strict=True)
+                ],
+            )
+            db.execute(
+                "DELETE FROM verdicts WHERE id <= (SELECT MAX(id) FROM verdicts) - ?",
+                (KEEP_VERDICTS,),
+            )
+        self._touch()
+
+    def reinstate(self, insight: str) -> None:
+        """From now on, verdicts given before this moment no longer count against
+        `insight` (a person decided it is good after all); its history stays."""
+        with self._connection() as db:
+            db.execute(
+                "INSERT INTO reinstated (insight, at) VALUES (?, ?) "
+                "ON CONFLICT(insight) DO UPDATE SET at = excluded.at",
+                (insight, datetime.now(UTC).isoformat()),
+            )
+        self._touch()
+
+    def reinstatements(self) -> dict[str, datetime]:
+        if not self.exists():
+            return {}
+        with self._connection() as db:
+            rows = db.execute("SELECT insight, at FROM reinstated").fetchall()
+        return {insight: datetime.fromisoformat(at) for insight, at in rows}
+
+    def verdicts(
+        self, insight: str | None = None, session_id: str | None = None
+    ) -> list[VerdictEntry]:
+        """Verdicts, newest first: on one insight, or of one session."""
+        return [entry for entry, _ in self._verdict_rows(insight, session_id)]
+
+    def verdict_vectors(self) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None]]:
+        """Every verdict with its plan's embedding, oldest first: what feedback is built on."""
+        return list(reversed(self._verdict_rows(None, None)))
+
+    def _verdict_rows(
+        self, insight: str | None, session_id: str | None
+    ) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None]]:
+        if not self.exists():
+            return []
+        where, args = [], []
+        if insight is not None:
+            where.append("insight = ?")
+            args.append(insight)
+        if session_id is not None:
+            where.append("session = ?")
+            args.append(session_id)
+        sql = (
+            "SELECT at, session, insight, verdict, mode, reason, backend, plan, trigger, vector "
+            "FROM verdicts"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY id DESC"
+        )
+        import numpy as np
+
+        with self._connection() as db:
+            rows = db.execute(sql, args).fetchall()
+        found = []
+        for at, session, insight_id, verdict, mode, reason, backend, plan, trigger, blob in rows:
+            entry = VerdictEntry(
+                at=datetime.fromisoformat(at),
+                session_id=session,
+                insight=insight_id,
+                verdict=verdict,
+                mode=mode,
+                reason=reason,
+                backend=backend,
+                plan=plan,
+                trigger=trigger,
+            )
+            vector = np.frombuffer(blob, dtype=np.float32).copy() if blob else None
+            found.append((entry, vector))
+        return found
+
+    # -- figures and purges -------------------------------------------------------------------
+
+    def figures(self) -> dict[str, Any]:
+        """Recalls by trigger; sessions seen (any recall, the session-start context included)
+        and those that got a recall for a plan (a tool call or the hook); verdicts by kind."""
+        empty = {"recalls_by_trigger": {}, "sessions": 0, "sessions_with_plan_recall": 0}
+        if not self.exists():
+            return {**empty, "plan_recall_share": None, "verdicts": {}}
+        with self._connection() as db:
+            triggers = dict(db.execute("SELECT trigger, COUNT(*) FROM recalls GROUP BY trigger"))
+            seen, planned = db.execute(
+                "SELECT COUNT(DISTINCT session), "
+                "COUNT(DISTINCT CASE WHEN trigger IN ('tool', 'hook') THEN session END) "
+                "FROM recalls WHERE session IS NOT NULL"
+            ).fetchone()
+            kinds = dict(
+                db.execute(
+                    "SELECT verdict || COALESCE(':' || mode, ''), COUNT(*) FROM verdicts "
+                    "GROUP BY verdict, mode"
+                )
+            )
+        return {
+            "recalls_by_trigger": triggers,
+            "sessions": seen,
+            "sessions_with_plan_recall": planned,
+            "plan_recall_share": round(planned / seen, 3) if seen else None,
+            "verdicts": kinds,
+        }
+
+    def forget(self, ids: Collection[str]) -> int:
+        """Remove every row about these insights (their recalls' other hits stay); returns
+        how many rows went. The file is vacuumed: nothing of them remains in it."""
+        if not ids or not self.exists():
+            return 0
+        removed = 0
+        with self._connection() as db:
+            for chunk in _chunks(sorted(ids)):
+                marks = ", ".join("?" * len(chunk))
+                removed += db.execute(
+                    f"DELETE FROM recalled WHERE insight IN ({marks})", chunk
+                ).rowcount
+                removed += db.execute(
+                    f"DELETE FROM verdicts WHERE insight IN ({marks})", chunk
+                ).rowcount
+                db.execute(f"DELETE FROM reinstated WHERE insight IN ({marks})", chunk)
+            db.execute("DELETE FROM recalls WHERE id NOT IN (SELECT recall FROM recalled)")
+        self._vacuum()
+        self._touch()
+        return removed
+
+    def scrub(self, pattern: re.Pattern[str]) -> int:
+        """Remove the recalls and verdicts whose text matches `pattern`; vacuumed."""
+        if not self.exists():
+            return 0
+        with self._connection() as db:
+            recalls = [
+                number
+                for number, plan, project in db.execute("SELECT id, plan, project FROM recalls")
+                if pattern.search(plan or "") or pattern.search(project or "")
+            ]
+            verdicts = [
+                number
+                for number, *texts in db.execute("SELECT id, plan, reason FROM verdicts")
+                if any(pattern.search(text or "") for text in texts)
+            ]
+            for table, numbers in (("recalls", recalls), ("verdicts", verdicts)):
+                for chunk in _chunks(numbers):
+                    marks = ", ".join("?" * len(chunk))
+                    db.execute(f"DELETE FROM {table} WHERE id IN ({marks})", chunk)
+        if recalls or verdicts:
+            self._vacuum()
+            self._touch()
+        return len(recalls) + len(verdicts)
+
+    def _vacuum(self) -> None:
+        try:
+            connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
+            try:
+                connection.execute("VACUUM")
+            finally:
+                connection.close()
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"the recall ledger {self.path} could not be vacuumed ({exc})"
+            ) from exc
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])

@@ -1,0 +1,107 @@
+"""The closed loop inside `Memory`: recalls recorded with their origin, what a session was
+given, verdicts with their plans, and feedback that leaves misleading lessons out."""
+
+from __future__ import annotations
+
+from mtl_mcp import Memory
+from mtl_mcp.index.methods import plan_vector
+from mtl_mcp.schemas import RecallOrigin, VerdictEntry
+from tests.conftest import distinct_lessons, lesson
+
+DATES = "Reproduce the date bug with a test that pins the clock, then fix the range and rerun."
+SHELL = "Quote every variable in the deploy shell script, then run shellcheck on it."
+SQL = "Add an index for the slow report query and compare the query plans before and after."
+UPLOAD = "Stream large file uploads to disk instead of reading them into memory at once."
+
+WRONG = lesson(
+    "Trust a green run after a clock change",
+    "When a date-dependent test passes once after the clock was pinned, the fix is proven; "
+    "skip the rest of the suite to save time.",
+)
+
+
+def test_a_recall_with_an_origin_is_recorded_and_makes_the_sessions_given(store: Memory) -> None:
+    """Recalls for a session are in the ledger (after a flush) with the trigger and plan;
+    what the session was given lists each insight once, with the latest plan."""
+    store.record(distinct_lessons(30, offset=40))
+    origin = RecallOrigin(session_id="s1", client="claude-code", trigger="tool")
+    first = store.recall(DATES, origin=origin)
+    second = store.recall_for_session(SHELL, RecallOrigin(session_id="s1", trigger="hook"))
+    assert second is not None and not {h.id for h in first} & {h.id for h in second}
+    assert store.loop.shown("s1") == {h.id for h in first + second}  # before any flush
+    store.flush()
+    [report] = store.sessions()
+    assert [(r.trigger, r.plan) for r in report.recalls] == [("tool", DATES), ("hook", SHELL)]
+    given = store.given_insights("s1")
+    assert [g.id for g in given] == [h.id for h in first + second]
+    assert {g.plan for g in given} == {DATES, SHELL}
+    assert store.stats()["loop"]["recalls_by_trigger"] == {"tool": 1, "hook": 1}
+
+
+def test_a_lesson_that_misled_a_plan_is_left_out_of_plans_like_it_only(store: Memory) -> None:
+    """A misled verdict for a dates plan keeps the lesson out of a similar plan's recall,
+    not out of a plan of another kind."""
+    [wrong] = store.record([WRONG])
+    store.record(distinct_lessons(20, offset=40))
+    assert wrong.id in {h.id for h in store.recall(DATES, k=5)}
+    store.record_verdicts(
+        [
+            VerdictEntry(
+                session_id="s1",
+                insight=str(wrong.id),
+                verdict="misled",
+                mode="false-confidence",
+                plan=DATES,
+            )
+        ]
+    )
+    similar = "Pin the clock in the failing date test, fix the month range, then rerun."
+    assert wrong.id not in {h.id for h in store.recall(similar, k=5)}
+    feedback = store.loop.feedback()
+    assert feedback is not None
+    assert str(wrong.id) in feedback.suppressed(plan_vector(store.embedder, similar, split=True))
+    # A plan of another kind (cosine ~0 with the dates plan) does not leave it out.
+    assert feedback.suppressed(plan_vector(store.embedder, UPLOAD, split=True)) == {}
+    history = store.history(str(wrong.id))
+    assert [(v.verdict, v.mode, v.plan) for v in history.verdicts] == [
+        ("misled", "false-confidence", DATES)
+    ]
+
+
+def test_a_lesson_that_keeps_misleading_is_retired_with_the_reason_and_can_come_back(
+    store: Memory,
+) -> None:
+    """Misled in three sessions with plans of three kinds: retired, the reason in its notes;
+    `reinstate` brings it back and the old verdicts no longer count."""
+    [wrong] = store.record([WRONG])
+    store.record(distinct_lessons(10, offset=60))
+    entries = [
+        VerdictEntry(
+            session_id=f"s{n}",
+            insight=str(wrong.id),
+            verdict="misled",
+            mode="misapplied",
+            plan=plan,
+        )
+        for n, plan in enumerate((DATES, SHELL, SQL))
+    ]
+    store.record_verdicts(entries)
+    retired = store.get(str(wrong.id))
+    assert retired.status == "retired"
+    assert any(n.startswith("retired by session verdicts: misled 3 of 3") for n in retired.notes)
+    assert wrong.id not in {h.id for h in store.recall(UPLOAD, k=20)}
+    back = store.reinstate(str(wrong.id))
+    assert back.status == "active" and back.notes[-1] == "reinstated by hand"
+    assert wrong.id in {h.id for h in store.recall(WRONG["title"], k=3)}  # type: ignore[operator]
+
+
+def test_purging_an_insight_removes_its_ledger_rows(store: Memory) -> None:
+    [gone, kept] = store.record(distinct_lessons(2, offset=40))
+    origin = RecallOrigin(session_id="s1", trigger="tool")
+    store.recall("Isolate the flaky tests in a minimal reproduction.", origin=origin)
+    store.record_verdicts([VerdictEntry(session_id="s1", insight=str(gone.id), verdict="helped")])
+    store.flush()
+    store.purge({str(gone.id)})
+    assert store.history(str(gone.id)).verdicts == [] and store.history(str(gone.id)).recalls == []
+    assert str(gone.id).encode() not in store.loop.ledger.path.read_bytes()
+    assert [h.id for h in store.loop.ledger.recalls()[0].hits] == [kept.id]

@@ -1,0 +1,93 @@
+"""The recall ledger: owner-only, bounded, shared by processes, and purged without trace."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mtl_mcp.storage.ledger as ledger_module
+from mtl_mcp.schemas import LedgerHit, RecallEntry, VerdictEntry
+from mtl_mcp.storage.ledger import Ledger
+
+SECRET_PLAN = "Rotate the key " + "sk-live-" + "4f9a2c71e0b3" + " and retry the deploy."
+
+
+def recall(session: str, *ids: str, plan: str = "Reproduce first, then fix.") -> RecallEntry:
+    hits = [LedgerHit(id=i, score=0.5) for i in ids]
+    return RecallEntry(
+        session_id=session, client="claude-code", trigger="hook", plan=plan, hits=hits
+    )
+
+
+def test_the_ledger_is_owner_only_and_answers_by_session_and_by_insight(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "home" / "ledger.sqlite")
+    ledger.add_recalls([recall("s1", "ins_a", "ins_b"), recall("s2", "ins_b")])
+    assert oct(ledger.path.stat().st_mode & 0o777) == "0o600"
+    assert [[h.id for h in r.hits] for r in ledger.recalls(session_id="s1")] == [["ins_a", "ins_b"]]
+    assert [r.session_id for r in ledger.recalls(insight="ins_b")] == ["s2", "s1"]
+    assert ledger.sessions() == ["s2", "s1"]
+    vector = (np.ones(384) / np.sqrt(384)).astype(np.float32)
+    ledger.add_verdicts(
+        [VerdictEntry(session_id="s1", insight="ins_a", verdict="misled", mode="misapplied")],
+        [vector],
+    )
+    [(entry, stored)] = ledger.verdict_vectors()
+    assert (entry.verdict, entry.mode) == ("misled", "misapplied")
+    assert stored is not None and np.array_equal(stored, vector)
+    assert ledger.figures()["verdicts"] == {"misled:misapplied": 1}
+
+
+def test_old_rows_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond KEEP_RECALLS the oldest recalls go, with their hits."""
+    monkeypatch.setattr(ledger_module, "KEEP_RECALLS", 5)
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_recalls([recall(f"s{n}", f"ins_{n}") for n in range(12)])
+    assert len(ledger.recalls()) == 5
+    assert ledger.recalls(insight="ins_0") == []
+    assert ledger.sessions(limit=100) == [f"s{n}" for n in range(11, 6, -1)]
+
+
+def test_forget_and_scrub_leave_no_trace_in_the_file(tmp_path: Path) -> None:
+    """Forgetting ids removes their rows; a scrub removes recalls whose plan matches; in
+    both cases neither the id nor the text is left anywhere in the file."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_recalls(
+        [recall("s1", "ins_gone", "ins_kept"), recall("s2", "ins_x", plan=SECRET_PLAN)]
+    )
+    ledger.add_verdicts([VerdictEntry(session_id="s1", insight="ins_gone", verdict="helped")])
+    assert ledger.forget({"ins_gone"}) == 2
+    assert [[h.id for h in r.hits] for r in ledger.recalls(session_id="s1")] == [["ins_kept"]]
+    assert b"ins_gone" not in ledger.path.read_bytes()
+    assert ledger.scrub(re.compile(re.escape("4f9a2c71e0b3"))) == 1
+    assert ledger.recalls(session_id="s2") == []
+    assert b"4f9a2c71e0b3" not in ledger.path.read_bytes()
+
+
+def _writer(path: str, worker: int) -> None:
+    ledger = Ledger(Path(path))
+    for n in range(25):
+        ledger.add_recalls([recall(f"w{worker}", f"ins_{worker}_{n}")])
+
+
+def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "ledger.sqlite")
+    Ledger(Path(path)).add_recalls([])
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, w)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    assert len(Ledger(Path(path)).recalls()) == 100
+
+
+def test_a_damaged_ledger_is_our_error_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(Exception, match="delete it"):
+        Ledger(path).add_recalls([recall("s1", "ins_a")])
