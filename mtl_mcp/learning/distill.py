@@ -8,6 +8,8 @@ with problems get one repair round, and any still failing the lint's errors are 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mtl_mcp.errors import DistillError, UnusableOutput
 from mtl_mcp.learning import prompts
 from mtl_mcp.learning.backends import Backend
@@ -17,42 +19,58 @@ from mtl_mcp.learning.proposals import (
     Checked,
     DistilledInsights,
     DistillResult,
+    InsightVerdict,
     JudgedOutcome,
+    JudgedUse,
     Judgement,
+    JudgementWithVerdicts,
     check,
 )
 from mtl_mcp.learning.spend import Usage
-from mtl_mcp.schemas import InsightDraft, Outcome
+from mtl_mcp.schemas import GivenInsight, InsightDraft, Outcome
 from mtl_mcp.text.redact import redact
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import estimate_tokens
 
 JUDGE_MAX_TOKENS = 200
+VERDICT_MAX_TOKENS = 60  # more judge output per note the session was given
+NOTE_TOKENS = 300  # a given note in the judge's request, at the longest
+GIVEN_MAX = 12  # notes judged per session (the latest ones, when there were more)
 DISTILL_MAX_TOKENS = 1500
 REPAIR_MAX_TOKENS = 1500
 PROMPT_OVERHEAD = 1200  # system prompt and schema, in tokens
 
 
 def estimate_run_tokens(
-    digest: str, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0
+    digest: str, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0, given: int = 0
 ) -> int:
     """Worst-case tokens of one `distill()` run on `digest`, for a budget check beforehand:
-    the judge call (unless a hint skips it), the distill call and a repair round, each at
-    its full `max_tokens`, each with the backend's `extra_per_call` input tokens."""
+    the judge call (unless a hint skips it) with `given` notes to judge, the distill call
+    and a repair round, each at its full `max_tokens`, each with the backend's
+    `extra_per_call` input tokens."""
     return run_tokens_for(
-        estimate_tokens(digest), outcome_hint=outcome_hint, extra_per_call=extra_per_call
+        estimate_tokens(digest),
+        outcome_hint=outcome_hint,
+        extra_per_call=extra_per_call,
+        given=given,
     )
 
 
 def run_tokens_for(
-    digest_tokens: int, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0
+    digest_tokens: int,
+    *,
+    outcome_hint: Outcome = "unknown",
+    extra_per_call: int = 0,
+    given: int = 0,
 ) -> int:
     """`estimate_run_tokens` for a digest of `digest_tokens` tokens."""
     overhead = PROMPT_OVERHEAD + extra_per_call
     total = digest_tokens + overhead + DISTILL_MAX_TOKENS
     total += 2 * PROMPT_OVERHEAD + extra_per_call + REPAIR_MAX_TOKENS + DISTILL_MAX_TOKENS
     if outcome_hint == "unknown":
+        notes = min(given, GIVEN_MAX)
         total += digest_tokens + overhead + JUDGE_MAX_TOKENS
+        total += notes * (NOTE_TOKENS + VERDICT_MAX_TOKENS)
     return total
 
 
@@ -63,19 +81,23 @@ def distill(
     outcome_hint: Outcome = "unknown",
     project_name: str | None = None,
     usage: Usage | None = None,
+    given: Sequence[GivenInsight] = (),
 ) -> DistillResult:
     """Judge the session (unless `outcome_hint` says), write insights, lint and repair them.
 
-    Raises DistillError (`DistillUnavailable` when a retry may help) when a call fails; a
-    judge answer that is unusable falls back to 'unclear' instead. Tokens spent accumulate
-    in `usage`, failed calls included.
+    With `given` (the insights the session was given), the judge also says of each whether
+    it helped, was not used or misled, in the same call; a session whose outcome is known
+    beforehand gets no judge call, so no verdicts. Raises DistillError (`DistillUnavailable`
+    when a retry may help) when a call fails; a judge answer that is unusable falls back to
+    'unclear' instead. Tokens spent accumulate in `usage`, failed calls included.
     """
     usage = usage if usage is not None else Usage()
     digest = redact(digest)
     if not digest.strip():  # nothing to learn from, and nothing worth paying for
         empty: JudgedOutcome = "unclear" if outcome_hint == "unknown" else outcome_hint
         return DistillResult(outcome=empty, reason="the session digest is empty", drafts=[])
-    outcome, reason = _judge(digest, backend, outcome_hint, usage)
+    given = list(given)[-GIVEN_MAX:]
+    outcome, reason, uses = _judge(digest, backend, outcome_hint, usage, given)
     proposed = backend.ask(
         step="distill",
         system=prompts.distill_system(outcome, project_name),
@@ -97,26 +119,51 @@ def distill(
         drafts=drafts,
         dropped=[redact(line) for line in dropped],  # they end up in logs
         usage=usage,
+        uses=uses,
     )
 
 
 def _judge(
-    digest: str, backend: Backend, outcome_hint: Outcome, usage: Usage
-) -> tuple[JudgedOutcome, str]:
+    digest: str,
+    backend: Backend,
+    outcome_hint: Outcome,
+    usage: Usage,
+    given: Sequence[GivenInsight],
+) -> tuple[JudgedOutcome, str, list[JudgedUse]]:
     if outcome_hint != "unknown":
-        return outcome_hint, "outcome reported by the caller"
+        return outcome_hint, "outcome reported by the caller", []
+    answer: type[Judgement] = JudgementWithVerdicts if given else Judgement
     try:
         verdict = backend.ask(
             step="judge",
-            system=prompts.JUDGE_SYSTEM,
-            user=prompts.judge_user(digest),
-            answer=Judgement,
-            max_tokens=JUDGE_MAX_TOKENS,
+            system=prompts.judge_system(bool(given)),
+            user=prompts.judge_user(digest, [(g.title, g.content) for g in given]),
+            answer=answer,
+            max_tokens=JUDGE_MAX_TOKENS + VERDICT_MAX_TOKENS * len(given),
             usage=usage,
         )
     except UnusableOutput:
-        return "unclear", "the judge's answer was unusable"
-    return verdict.outcome, one_line(redact(verdict.reason), REASON_MAX) or "no reason given"
+        return "unclear", "the judge's answer was unusable", []
+    reason = one_line(redact(verdict.reason), REASON_MAX) or "no reason given"
+    uses = _uses(verdict.verdicts, given) if isinstance(verdict, JudgementWithVerdicts) else []
+    return verdict.outcome, reason, uses
+
+
+def _uses(verdicts: Sequence[InsightVerdict], given: Sequence[GivenInsight]) -> list[JudgedUse]:
+    """The verdicts on notes that exist, one per note (the first), in the notes' order."""
+    by_note: dict[int, InsightVerdict] = {}
+    for verdict in verdicts:
+        if 1 <= verdict.note <= len(given):
+            by_note.setdefault(verdict.note, verdict)
+    return [
+        JudgedUse(
+            given=given[note - 1],
+            verdict=found.verdict,
+            mode=found.mode if found.verdict == "misled" else None,
+            reason=one_line(redact(found.reason), 120),
+        )
+        for note, found in sorted(by_note.items())
+    ]
 
 
 def _repair(

@@ -9,6 +9,7 @@ keeps two workers off one queue; this one also covers `record_session`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import DistillUnavailable
+from mtl_mcp.errors import DistillUnavailable, MtlError
 from mtl_mcp.learning.backends import Backend, is_local
 from mtl_mcp.learning.backends.sampling import NeedsAnswer, SampledAnswers, SamplingRequest
 from mtl_mcp.learning.backends.select import Chooser, budgets, source_of
@@ -29,16 +30,25 @@ from mtl_mcp.learning.distill import (
     run_tokens_for,
 )
 from mtl_mcp.learning.fitting import fit_digest
-from mtl_mcp.learning.proposals import DistillResult
+from mtl_mcp.learning.proposals import DistillResult, JudgedUse
 from mtl_mcp.learning.spend import SpendLedger, Usage, estimate_cost
 from mtl_mcp.learning.transcripts import Digest, Format, Transcript, build_digest, read_transcript
 from mtl_mcp.project import ProjectRef
-from mtl_mcp.schemas import InsightDraft, Outcome, Provenance, RecordResult
+from mtl_mcp.schemas import (
+    GivenInsight,
+    InsightDraft,
+    Outcome,
+    Provenance,
+    RecordResult,
+    VerdictEntry,
+)
 from mtl_mcp.storage.locks import try_exclusive
 from mtl_mcp.text.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
+
+logger = logging.getLogger(__name__)
 
 # How long a caller waits for another process's distillation to finish: a tool call only a
 # minute (its client is waiting); a detached worker as long as a whole run may take.
@@ -64,10 +74,14 @@ def ledger(settings: Settings) -> SpendLedger:
     return SpendLedger(settings.home / "spend", settings.daily_token_budget)
 
 
-def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome) -> int:
-    """What distilling `digest` with `backend` may cost at most, for the budget check."""
+def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome, given: int = 0) -> int:
+    """What distilling `digest` (and judging `given` notes) with `backend` may cost at most,
+    for the budget check."""
     return estimate_run_tokens(
-        digest, outcome_hint=outcome_hint, extra_per_call=backend.extra_tokens_per_call
+        digest,
+        outcome_hint=outcome_hint,
+        extra_per_call=backend.extra_tokens_per_call,
+        given=given,
     )
 
 
@@ -195,6 +209,10 @@ class Recorder(Protocol):
         project_name: str | None = None,
     ) -> list[RecordResult]: ...
 
+    def given_insights(self, session_id: str) -> list[GivenInsight]: ...
+
+    def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None: ...
+
 
 def learn(
     memory: Recorder,
@@ -205,9 +223,12 @@ def learn(
     project: ProjectRef | None,
     provenance: Provenance,
     wait: float,
+    given: Sequence[GivenInsight] = (),
 ) -> Learned:
     """Distil `digest` within today's token budgets and record what comes out, once no other
-    distillation runs (waiting up to `wait` seconds for one).
+    distillation runs (waiting up to `wait` seconds for one). The judge's verdicts on the
+    insights the session was `given` are recorded as feedback, with the session, the
+    backend and the plan each was recalled for.
 
     Raises DistillError (BudgetExceeded and DistillUnavailable are Retryable); tokens spent
     by a failed call are still counted against the budget.
@@ -215,11 +236,17 @@ def learn(
     settings = memory.settings
     name = project.name if project else None
     with distillation_turn(settings, wait):
-        check_budget(settings, backend, worst_case_tokens(digest, backend, outcome_hint))
+        worst = worst_case_tokens(digest, backend, outcome_hint, len(given))
+        check_budget(settings, backend, worst)
         usage = Usage()
         try:
             result = distill(
-                digest, backend, outcome_hint=outcome_hint, project_name=name, usage=usage
+                digest,
+                backend,
+                outcome_hint=outcome_hint,
+                project_name=name,
+                usage=usage,
+                given=given,
             )
         finally:
             ledger(settings).record(
@@ -230,7 +257,32 @@ def learn(
             )
         stamped = provenance.model_copy(update={"distilled_by": backend.model})
         results = memory.record(result.drafts, stamped, project_name=name)
+        if result.uses and provenance.session_id:
+            _record_uses(memory, provenance.session_id, backend.name, result.uses)
     return Learned(result, results, backend.name, backend.model)
+
+
+def _record_uses(
+    memory: Recorder, session_id: str, backend: str, uses: Sequence[JudgedUse]
+) -> None:
+    """Store the verdicts; a failure loses them, never the insights already stored."""
+    entries = [
+        VerdictEntry(
+            session_id=session_id,
+            insight=use.given.id,
+            verdict=use.verdict,
+            mode=use.mode,
+            reason=use.reason or None,
+            backend=backend,
+            plan=use.given.plan,
+            trigger=use.given.trigger,
+        )
+        for use in uses
+    ]
+    try:
+        memory.record_verdicts(entries)
+    except MtlError as exc:
+        logger.warning("the verdicts of session %s were not stored: %s", session_id, exc)
 
 
 @dataclass(frozen=True)
@@ -263,11 +315,12 @@ def learn_from_summary(
     project: ProjectRef | None,
     provenance: Provenance,
     backend: Backend | None = None,
+    given: Sequence[GivenInsight] = (),
 ) -> tuple[list[RecordResult], str]:
     """For `record_session` without insights: distil the session with `backend` (the
     client model's answers, when it sampled), else with the one `auto` (or the setting)
-    picks. Returns the results and a note saying how the insights were obtained (or why
-    none were)."""
+    picks; the judge rates what the session was `given`. Returns the results and a note
+    saying how the insights were obtained (or why none were)."""
     if not session.text.strip():
         return [], "nothing recorded: the summary is empty and no transcript was given"
     if backend is None:
@@ -283,6 +336,7 @@ def learn_from_summary(
         project=project,
         provenance=provenance,
         wait=INTERACTIVE_WAIT,
+        given=given,
     )
     return learned.results, (
         f"distilled with {learned.model} via {learned.backend}: {learned.distilled.outcome}"
@@ -295,6 +349,7 @@ def next_sampling_request(
     answers: list[str],
     outcome: Outcome,
     project: ProjectRef | None,
+    given: Sequence[GivenInsight] = (),
 ) -> SamplingRequest | None:
     """The next question for the client's model (MCP sampling), given its `answers` to the
     earlier ones; None once they are all the pipeline needs. Before the first question,
@@ -302,13 +357,15 @@ def next_sampling_request(
     budget)."""
     replay = SampledAnswers(answers, "replay")
     if not answers:
-        check_budget(settings, replay, worst_case_tokens(session.text, replay, outcome))
+        worst = worst_case_tokens(session.text, replay, outcome, len(given))
+        check_budget(settings, replay, worst)
     try:
         distill(
             session.text,
             replay,
             outcome_hint=outcome,
             project_name=project.name if project else None,
+            given=given,
         )
     except NeedsAnswer as pending:
         return pending.request

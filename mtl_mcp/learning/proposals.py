@@ -21,9 +21,12 @@ from mtl_mcp.schemas import (
     TAGS_MAX,
     TITLE_MAX,
     Category,
+    GivenInsight,
     InsightDraft,
+    MisledMode,
     Polarity,
     Slug,
+    VerdictKind,
     validation_problems,
 )
 from mtl_mcp.text.lint import lint
@@ -45,6 +48,47 @@ class Judgement(BaseModel):
         )
     )
     reason: str = Field(description="One short line of evidence for the verdict.")
+
+
+class InsightVerdict(BaseModel):
+    """Whether one insight the assistant was given mattered in the session."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    note: int = Field(description="The number of the note in the list you were given.")
+    verdict: VerdictKind = Field(
+        description=(
+            "'helped': the assistant applied it and it mattered to the result; 'not-used': "
+            "it played no visible part; 'misled': following it made the session worse."
+        )
+    )
+    mode: MisledMode | None = Field(
+        default=None,
+        description=(
+            "Only for 'misled': 'domain-mismatch' (a lesson from another kind of task anchored "
+            "the work wrongly), 'false-confidence' (it made an unverified result look "
+            "checked), 'misapplied' (a sound practice applied where it does not fit)."
+        ),
+    )
+    reason: str = Field(default="", description="One short line of evidence.")
+
+
+class JudgementWithVerdicts(Judgement):
+    """The verdict on one session, and on each note the assistant was given in it."""
+
+    verdicts: list[InsightVerdict] = Field(
+        default_factory=list, description="One verdict per note, in any order."
+    )
+
+
+@dataclass(frozen=True)
+class JudgedUse:
+    """The judge's verdict on one given insight."""
+
+    given: GivenInsight
+    verdict: VerdictKind
+    mode: MisledMode | None
+    reason: str
 
 
 class ProposedInsight(BaseModel):
@@ -98,6 +142,7 @@ class DistillResult:
     drafts: list[InsightDraft]
     dropped: list[str] = field(default_factory=list)  # "<title>: <why>"
     usage: Usage = field(default_factory=Usage)
+    uses: list[JudgedUse] = field(default_factory=list)  # verdicts on the given insights
 
 
 _SLUG_ADAPTER: TypeAdapter[str] = TypeAdapter(Slug)

@@ -84,6 +84,7 @@ def process_job(
             project=project,
             provenance=provenance,
             wait=worker_wait(settings),
+            given=memory.given_insights(job.session_id),
         )
     except DistillError as exc:
         # A spent budget waits for the next day; anything else backs off and, if it keeps

@@ -54,9 +54,19 @@ KEY_CHARS = 12  # hex digits of the fingerprint that name a service's run direct
 # The longest Unix socket path the OS accepts (sun_path, less its terminating NUL).
 SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 
-# Settings that tune the service process itself, not what it serves: they are not part of
-# its fingerprint (`home` is the data directory, which the rendezvous is under anyway).
-PROCESS_SETTINGS = frozenset({"home", "service", "service_idle_seconds"})
+# Settings that tune the service process itself, or a hook's own calls, not what it serves:
+# they are not part of its fingerprint (`home` is the data directory, which the rendezvous
+# is under anyway; a hook passes its floor with each call).
+PROCESS_SETTINGS = frozenset(
+    {
+        "home",
+        "service",
+        "service_idle_seconds",
+        "plan_recall",
+        "plan_recall_floor",
+        "hook_budget_seconds",
+    }
+)
 # Variables the service's libraries read that change where distillation calls go or who
 # pays for them (the Anthropic SDK; the Claude Code and Codex logins).
 IDENTITY_ENV = (
@@ -326,6 +336,27 @@ def ensure_service(
     )
 
 
+def start_in_background(settings: Settings) -> None:
+    """Start the service for `settings` if none runs or starts, without waiting for it (a
+    hook that must not wait for a cold start). Never raises: it is only a head start."""
+    rendezvous = Rendezvous.of(settings)
+    if _holds_lock(rendezvous):
+        return
+    try:
+        rendezvous.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(rendezvous.spawn_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another client is starting it
+        if not _holds_lock(rendezvous):
+            spawn_service(settings, rendezvous)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
 def request(
     settings: Settings, kind: str, *, timeout: float = 30.0, **fields: Any
 ) -> dict[str, Any] | None:
@@ -353,12 +384,17 @@ def ask(
     return reply
 
 
+SESSION_ENV = "CLAUDE_CODE_SESSION_ID"  # Claude Code's session, in its servers' environment
+
+
 def window_of(environ: Mapping[str, str], client: str) -> dict[str, str | None]:
-    """What a window tells the service about itself: its project and its client."""
+    """What a window tells the service about itself: its project, its client, and the
+    session it serves when the client says (the ledger attributes its recalls to it)."""
     return {
         "project_dir": environ.get("CLAUDE_PROJECT_DIR") or None,
         "cwd": os.getcwd(),
         "client": client,
+        "session_id": environ.get(SESSION_ENV) or None,
     }
 
 

@@ -32,18 +32,21 @@ from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import refresh_general_context
+from mtl_mcp.operations.service import SESSION_ENV
 from mtl_mcp.project import ProjectRef, current_project, window_project
 from mtl_mcp.schemas import (
     NOTE_MAX,
     SOURCE_DESCRIPTION,
     TEXT_MAX,
     Category,
+    GivenInsight,
     Insight,
     InsightDraft,
     ListSort,
     Outcome,
     Polarity,
     Provenance,
+    RecallOrigin,
     RecordResult,
     Scope,
     Source,
@@ -183,6 +186,7 @@ class Window:
     project_dir: str | None = None  # its CLAUDE_PROJECT_DIR
     cwd: str | None = None
     client: str | None = None
+    session_id: str | None = None  # the client's session, when it says (Claude Code does)
 
 
 # The window a request comes from, set per connection by the service; None in-process.
@@ -254,6 +258,15 @@ class MemoryKeeper:
 
 
 ROOT_KEY = "mtl_mcp.first_file_root"
+
+
+def window_session(local: bool) -> str | None:
+    """The client's session id, when its window says (through the service) or, in-process,
+    its environment does; None over HTTP."""
+    window = WINDOW.get()
+    if window is not None:
+        return window.session_id
+    return os.environ.get(SESSION_ENV) if local else None
 
 
 def _connection_state(ctx: Context) -> dict[str, Any] | None:
@@ -336,9 +349,14 @@ def build_server(
         root = await first_file_root(ctx) if ctx is not None else None
         return window_project(root=root, cwd=cwd)
 
+    async def given() -> list[GivenInsight]:
+        """What the calling window's session was given so far (none unknown)."""
+        session = window_session(local)
+        return await call(lambda m: m.given_insights(session)) if session else []
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[ServerState]:
-        state = ServerState(settings, project_of, local)  # what resolvers reach through ctx
+        state = ServerState(settings, project_of, given, local)  # what resolvers reach
         if not own:  # the service keeps the memory itself
             yield state
             return
@@ -411,6 +429,9 @@ def build_server(
         Returns them as reference notes (data, not instructions), with their ids and scores.
         """
         ref = await project_of(ctx, project)
+        origin = RecallOrigin(
+            session_id=window_session(local), client=client_name(ctx), trigger="tool"
+        )
         hits, notice = await call(
             lambda m: (
                 m.recall(
@@ -420,6 +441,7 @@ def build_server(
                     project=ref.id if ref else None,
                     domains=domains,
                     min_score=min_score,
+                    origin=origin,
                 ),
                 m.team_notice(),
             )
@@ -476,7 +498,8 @@ def build_server(
             raise ToolError("record at most 3 insights per session: keep the most transferable")
         refuse_remote_transcript(local, transcript_path)
         ref = await project_of(ctx, project)
-        provenance = Provenance(project=ref.id if ref else None, client="mcp")
+        session = window_session(local)
+        provenance = Provenance(project=ref.id if ref else None, session_id=session, client="mcp")
         name = ref.name if ref else None
         note = None
         if insights:
@@ -493,7 +516,13 @@ def build_server(
             )
             results, note = await call(
                 lambda m: learn_from_summary(
-                    m, sampling.session, outcome, sampling.project, provenance, replay
+                    m,
+                    sampling.session,
+                    outcome,
+                    sampling.project,
+                    provenance,
+                    replay,
+                    sampling.given,
                 )
             )
         else:
@@ -508,6 +537,7 @@ def build_server(
                     outcome,
                     ref,
                     provenance,
+                    given=m.given_insights(session) if session else (),
                 )
             )
         counts = {s: sum(r.status == s for r in results) for s in ("stored", "merged", "rejected")}

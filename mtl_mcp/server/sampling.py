@@ -29,7 +29,7 @@ from mcp_types import (
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.project import ProjectRef
-from mtl_mcp.schemas import Outcome
+from mtl_mcp.schemas import GivenInsight, Outcome
 
 if TYPE_CHECKING:
     from mtl_mcp.learning.pipeline import SessionDigest
@@ -41,6 +41,8 @@ class ServerState:
 
     settings: Settings
     project_of: Callable[[Context | None, str | None], Awaitable[ProjectRef | None]]
+    # What the calling window's session was given so far (for the judge's verdicts).
+    given: Callable[[], Awaitable[list[GivenInsight]]]
     local: bool = True  # False over HTTP: the client may be on another machine
 
 
@@ -60,6 +62,7 @@ class SamplingPlan:
     session: SessionDigest
     project: ProjectRef | None
     outcome: Outcome
+    given: list[GivenInsight]
 
 
 def _state(ctx: Context) -> ServerState:
@@ -97,7 +100,9 @@ async def sampling_plan(
         )
     except MtlError as exc:
         raise ToolError(str(exc)) from exc
-    return SamplingPlan(session, ref, outcome) if session.text.strip() else None
+    if not session.text.strip():
+        return None
+    return SamplingPlan(session, ref, outcome, await state.given())
 
 
 def _question(ctx: Context, sampling: SamplingPlan | None, answered: list[Any]) -> Sample | None:
@@ -110,7 +115,12 @@ def _question(ctx: Context, sampling: SamplingPlan | None, answered: list[Any]) 
     texts = [answer_text(a) for a in answered]
     try:
         request = next_sampling_request(
-            state.settings, sampling.session, texts, sampling.outcome, sampling.project
+            state.settings,
+            sampling.session,
+            texts,
+            sampling.outcome,
+            sampling.project,
+            sampling.given,
         )
     except MtlError as exc:
         raise ToolError(str(exc)) from exc

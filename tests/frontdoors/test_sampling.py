@@ -194,3 +194,42 @@ def test_over_http_record_session_names_no_file_at_all(
     transcript = claude_code_transcript(sessions / "real.jsonl")
     result = record_transcript(settings, str(transcript), local=False)
     assert result.is_error and "transcript_path is not accepted over HTTP" in str(result.content)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_clients_model_also_rates_what_the_session_was_given(
+    settings: Settings, memory: Memory, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """In a window that knows its session (Claude Code passes it), a recall_insights call is
+    recorded under it; record_session's judge question then lists those notes, and the
+    verdicts the client's model gives are stored with the plan."""
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "sess-42")
+    [stored] = memory.record([LESSON])
+    plan = "Freeze the clock at the failing boundary, fix the range check, rerun the suite."
+    model = ClientModel(
+        {
+            "judge": json.dumps(
+                {
+                    "outcome": "success",
+                    "reason": "passes",
+                    "verdicts": [{"note": 1, "verdict": "helped", "mode": None, "reason": "used"}],
+                }
+            ),
+            "distill": json.dumps({"insights": []}),
+        }
+    )
+
+    async def session() -> Any:
+        server = build_server(settings, memory)
+        async with Client(server, sampling_callback=model, mode=mode) as client:
+            await client.call_tool("recall_insights", {"plan": plan})
+            return await client.call_tool("record_session", {"summary": SUMMARY})
+
+    result = anyio.run(session)
+    assert not result.is_error, result.content
+    judge = model.asked[0]
+    assert isinstance(judge.messages[0].content, TextContent)
+    assert f"1. {LESSON['title']}: " in judge.messages[0].content.text
+    [verdict] = memory.history(str(stored.id)).verdicts
+    assert (verdict.verdict, verdict.session_id, verdict.plan) == ("helped", "sess-42", plan)
+    assert verdict.backend == "mcp-sampling"

@@ -19,8 +19,10 @@ from mtl_mcp import Memory
 from mtl_mcp.config import Settings
 from mtl_mcp.learning.backends.codex import CodexBackend
 from mtl_mcp.learning.backends.structured import strict_schema
+from mtl_mcp.learning.distill import distill
 from mtl_mcp.learning.pipeline import ledger
-from mtl_mcp.learning.proposals import DistilledInsights, Judgement
+from mtl_mcp.learning.proposals import DistilledInsights, Judgement, JudgementWithVerdicts
+from mtl_mcp.schemas import GivenInsight
 from tests.codex_cli import Codex
 from tests.conftest import LEAKED, distil_file, distillation_children, queued_jobs
 from tests.fake_openai import FakeOpenAI
@@ -40,6 +42,7 @@ LESSON = {
     "tags": ["rounding", "tests"],
 }
 JUDGED = {"outcome": "success", "reason": "the invoice tests pass after the fix"}
+DIGEST = "user: fix the invoice rounding\nassistant: fixed it; the invoice tests pass"
 
 
 @pytest.fixture
@@ -184,3 +187,23 @@ def test_without_a_codex_login_the_job_waits(
     assert outcome["status"] == "waiting" and "codex login" in outcome["detail"]
     [job] = queued_jobs(settings)
     assert job.attempts == 0
+
+
+def test_the_codex_login_rates_the_given_insights_in_the_judge_call(
+    settings: Settings, fake: FakeOpenAI, codex: Codex
+) -> None:
+    """The judge's schema with verdicts goes through `codex exec` strict, and its verdicts
+    come back mapped to the given insights: no extra call."""
+    verdicts = [{"note": 1, "verdict": "misled", "mode": "domain-mismatch", "reason": "wrong"}]
+    fake.reply_json({**JUDGED, "verdicts": verdicts})
+    fake.reply_json({"insights": []})
+    given = [GivenInsight(id="ins_a", title="Round half to even", content="Use banker's rounding.")]
+    backend = CodexBackend(settings, str(codex.command))
+    result = distill(DIGEST, backend, given=given)
+    judge, _ = fake.response_requests
+    assert judge.body["text"]["format"]["schema"] == strict_schema(JudgementWithVerdicts)
+    assert "1. Round half to even: Use banker's rounding." in "\n".join(judge.input_texts("user"))
+    assert [(u.given.id, u.verdict, u.mode) for u in result.uses] == [
+        ("ins_a", "misled", "domain-mismatch")
+    ]
+    assert len(fake.response_requests) == 2

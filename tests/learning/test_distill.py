@@ -20,12 +20,15 @@ from mtl_mcp.learning.backends.anthropic_api import AnthropicBackend, make_clien
 from mtl_mcp.learning.distill import (
     DISTILL_MAX_TOKENS,
     JUDGE_MAX_TOKENS,
+    NOTE_TOKENS,
+    VERDICT_MAX_TOKENS,
     distill,
     estimate_run_tokens,
 )
+from mtl_mcp.learning.prompts import judge_system, judge_user
 from mtl_mcp.learning.proposals import DistilledInsights, DistillResult, Judgement, ProposedInsight
 from mtl_mcp.learning.spend import Usage, estimate_cost
-from mtl_mcp.schemas import InsightDraft
+from mtl_mcp.schemas import GivenInsight, InsightDraft
 from mtl_mcp.text.lint import lint
 from mtl_mcp.text.tokens import estimate_tokens
 from tests.fake_anthropic import FakeAnthropic
@@ -497,3 +500,80 @@ def test_importing_distill_does_not_import_anthropic() -> None:
         "sys.exit(1 if 'anthropic' in sys.modules else 0)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# -- verdicts on the insights the session was given ----------------------------------------
+
+GIVEN = [
+    GivenInsight(
+        id="ins_repro",
+        title="Reproduce the failure first",
+        content="Watch it fail first.",
+        plan="Reproduce, fix, rerun.",
+        trigger="hook",
+    ),
+    GivenInsight(id="ins_smoke", title="A smoke test is no proof", content="Check the output."),
+    GivenInsight(id="ins_shell", title="Quote shell variables", content="Always quote them."),
+]
+
+
+def test_the_judge_rates_each_given_insight_in_the_same_call(
+    api_settings: Settings, fake: FakeAnthropic
+) -> None:
+    """With given insights the judge's request lists them (title and content, numbered)
+    and its schema asks a verdict per note; verdicts on notes that do not exist are
+    dropped, and a mode is kept only for `misled`. No extra call."""
+    verdicts = [
+        {"note": 1, "verdict": "helped", "mode": "misapplied", "reason": "reproduced first"},
+        {"note": 3, "verdict": "misled", "mode": "domain-mismatch", "reason": "no shell here"},
+        {"note": 9, "verdict": "helped", "mode": None, "reason": "not a note"},
+        {"note": 1, "verdict": "misled", "mode": None, "reason": "a second verdict"},
+    ]
+    fake.reply_json({"outcome": "success", "reason": "passes", "verdicts": verdicts})
+    fake.reply_json(insights(GOOD))
+    result = run(DIGEST, api_settings, client=client(api_settings), given=GIVEN)
+
+    judge, _ = fake.requests
+    assert "1. Reproduce the failure first: Watch it fail first." in judge.user_text
+    assert "3. Quote shell variables: Always quote them." in judge.user_text
+    assert "domain-mismatch" in judge.system and "false-confidence" in judge.system
+    assert set(judge.body["output_config"]["format"]["schema"]["properties"]) == {
+        "outcome",
+        "reason",
+        "verdicts",
+    }
+    assert judge.body["max_tokens"] == JUDGE_MAX_TOKENS + 3 * VERDICT_MAX_TOKENS
+    assert [(u.given.id, u.verdict, u.mode) for u in result.uses] == [
+        ("ins_repro", "helped", None),
+        ("ins_shell", "misled", "domain-mismatch"),
+    ]
+    assert result.uses[0].given.plan == "Reproduce, fix, rerun."
+
+
+def test_no_given_insight_costs_nothing_and_a_known_outcome_no_call(
+    api_settings: Settings, fake: FakeAnthropic
+) -> None:
+    """Without given insights the judge's request and schema are as before; with an outcome
+    hint there is no judge call, so no verdicts either."""
+    fake.reply_json(Judgement(outcome="success", reason="passes"))
+    fake.reply_json(insights(GOOD))
+    plain = run(DIGEST, api_settings, client=client(api_settings))
+    assert plain.uses == [] and "Notes the assistant" not in fake.requests[0].user_text
+    fake.reset()
+    fake.reply_json(insights(GOOD))
+    hinted = run(
+        DIGEST, api_settings, client=client(api_settings), given=GIVEN, outcome_hint="success"
+    )
+    assert len(fake.requests) == 1 and hinted.uses == []
+
+
+def test_three_given_insights_cost_a_few_hundred_tokens() -> None:
+    """What judging three notes adds to a run's worst case, and to the judge's request."""
+    digest_only = estimate_run_tokens(DIGEST)
+    with_three = estimate_run_tokens(DIGEST, given=3)
+    assert with_three - digest_only == 3 * (NOTE_TOKENS + VERDICT_MAX_TOKENS)
+    listed = judge_user(DIGEST, [(g.title, g.content) for g in GIVEN])
+    extra = estimate_tokens(listed + judge_system(True)) - estimate_tokens(
+        judge_user(DIGEST) + judge_system(False)
+    )
+    assert 100 < extra < 400, extra
