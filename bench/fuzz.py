@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
-from mtl_mcp.hooks import parse_input
+from mtl_mcp.hooks.session import parse_input
 from mtl_mcp.learning.transcripts import build_digest, read_transcript
 from mtl_mcp.memory.jsonl import read_import
 from mtl_mcp.schemas import Insight, InsightDraft, RecallHit

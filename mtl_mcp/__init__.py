@@ -14,10 +14,11 @@ model load only when a `Memory` is first used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from mtl_mcp.version import __version__ as __version__
+
+# Not `typing.TYPE_CHECKING`: importing typing would cost every hook a few milliseconds (type
+# checkers treat any `TYPE_CHECKING` as true).
+TYPE_CHECKING = False
 
 # The public names, by the module that defines them.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -91,7 +92,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time they load la
 __all__ = sorted(["__version__", *_HOMES])
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    import importlib
+
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'mtl_mcp' has no attribute {name!r}")

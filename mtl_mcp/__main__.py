@@ -1,6 +1,6 @@
 """The `mtl-mcp` command. `mtl-mcp serve` over stdio (what every client window runs) goes
-straight to the relay, which needs only the standard library; everything else is the click
-CLI."""
+straight to the relay, which needs only the standard library, and `mtl-mcp hook tool-use`
+(run after every tool call) straight to its lean hook; everything else is the click CLI."""
 
 from __future__ import annotations
 
@@ -29,12 +29,35 @@ def _stdio_serve(args: list[str]) -> tuple[bool, str | None, int]:
     return True, home, verbose
 
 
+def _tool_use_hook(args: list[str]) -> tuple[bool, str | None]:
+    """Whether `args` run the tool-use hook, and the --home given with it."""
+    if args[:2] != ["hook", "tool-use"]:
+        return False, None
+    rest = args[2:]
+    if rest[:1] == ["--home"] and len(rest) == 2:
+        return True, rest[1]
+    if len(rest) == 1 and rest[0].startswith("--home="):
+        return True, rest[0].split("=", 1)[1]
+    return not rest, None  # anything else (--help) goes to the CLI
+
+
 def main() -> None:
     stdio, home, verbose = _stdio_serve(sys.argv[1:])
     if stdio:
         from mtl_mcp.server.window import main as serve_window
 
         sys.exit(serve_window(home, verbose))
+    hook, home = _tool_use_hook(sys.argv[1:])
+    if hook:  # after every tool call: no click, no CLI imports, and mostly nothing to do
+        from mtl_mcp.hooks.fast import named_home, read_stdin, served_already
+
+        raw = read_stdin()
+        folder = named_home(home)
+        if folder is not None and served_already(folder, raw):
+            sys.exit(0)
+        from mtl_mcp.hooks.tool_use import run
+
+        sys.exit(run(home, raw))
     from mtl_mcp.cli import main as cli
 
     cli()

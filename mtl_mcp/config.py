@@ -61,6 +61,12 @@ class Settings:
     codex_command: str = field(default="codex", metadata={"env": "MTL_MCP_CODEX_COMMAND"})
     codex_model: str = field(default="gpt-6-luna", metadata={"env": "MTL_MCP_CODEX_MODEL"})
     cli_timeout: float = field(default=180.0, metadata={"env": "MTL_MCP_CLI_TIMEOUT"})
+    # Plan-triggered recall (the tool-use hook): on or off, the relevance floor a note must
+    # reach (bench/relevance_floor.py chose it), and how long the hook may take.
+    plan_recall: bool = field(default=True, metadata={"env": "MTL_MCP_PLAN_RECALL"})
+    plan_recall_floor: float = field(default=0.40, metadata={"env": "MTL_MCP_PLAN_RECALL_FLOOR"})
+    # 0.8 s of the hook's own work: with the process start, it stays under a second.
+    hook_budget_seconds: float = field(default=0.8, metadata={"env": "MTL_MCP_HOOK_BUDGET_SECONDS"})
     # An OpenAI-compatible chat-completions endpoint (Ollama, LM Studio, llama.cpp, vLLM, a
     # gateway): `auto` uses it whenever the base URL is set.
     openai_base_url: str = field(default="", metadata={"env": "MTL_MCP_OPENAI_BASE_URL"})
@@ -108,6 +114,16 @@ class Settings:
         if self.cli_timeout <= 0:
             raise ConfigError(
                 f"cli_timeout {self.cli_timeout} is not a number of seconds: use e.g. 180"
+            )
+        if not 0.05 <= self.hook_budget_seconds <= 30:
+            raise ConfigError(
+                f"hook_budget_seconds {self.hook_budget_seconds} is out of range: a hook may "
+                "take 0.05 to 30 s before it gives up and returns nothing (default 0.8)"
+            )
+        if not -1.0 <= self.plan_recall_floor <= 2.0:
+            raise ConfigError(
+                f"plan_recall_floor {self.plan_recall_floor} is out of range: a score between "
+                "-1 and 2 (default 0.4)"
             )
         if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
             raise ConfigError(

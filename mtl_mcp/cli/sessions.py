@@ -17,7 +17,14 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from mtl_mcp.cli.app import common, echo_json, json_option, settings, stderr_console
+from mtl_mcp.cli.app import (
+    common,
+    echo_json,
+    json_option,
+    quick_memory,
+    settings,
+    stderr_console,
+)
 from mtl_mcp.config import Settings, load_settings, private_umask
 from mtl_mcp.errors import MtlError, TranscriptError
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
@@ -194,13 +201,32 @@ def queue(retry_failed: bool, as_json: bool) -> None:
     click.echo(f"{len(rows)} jobs", err=True)
 
 
+@click.command()
+@common
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+def sessions(limit: int, as_json: bool) -> None:
+    """Recent sessions: what each was given and by which trigger (tool call, plan hook,
+    session-start context), what was learnt from it, and the verdicts on what it was given."""
+    from mtl_mcp.text.render import session_text
+
+    reports = quick_memory().sessions(limit)
+    if as_json:
+        echo_json([r.model_dump(mode="json") for r in reports])
+        return
+    for report in reports:
+        click.echo(session_text(report))
+    if not reports:
+        click.echo("no session has been given a recall yet", err=True)
+
+
 def hook_command(fn: F) -> F:
     """Hooks never fail the session: log everything to a file and exit 0."""
 
     @click.option("--home", type=click.Path(file_okay=False, path_type=Path), hidden=True)
     @functools.wraps(fn)
     def wrapper(*args: Any, home: Path | None, **kwargs: Any) -> None:
-        from mtl_mcp.hooks import log_to_file
+        from mtl_mcp.hooks.io import log_to_file
 
         try:
             private_umask()  # logs, spool and context cache are for the owner only
@@ -225,8 +251,8 @@ def hook() -> None:
 @hook_command
 def session_end(config: Any) -> None:
     """Spool the ended session (hook JSON on stdin) and start a detached distiller."""
-    from mtl_mcp.hooks import read_stdin
-    from mtl_mcp.hooks import session_end as spool_session
+    from mtl_mcp.hooks.fast import read_stdin
+    from mtl_mcp.hooks.session import session_end as spool_session
 
     logger.info(spool_session(read_stdin(), config))
 
@@ -235,12 +261,26 @@ def session_end(config: Any) -> None:
 @hook_command
 def session_start(config: Any) -> None:
     """Print a few insights for this project as context (hook JSON on stdin)."""
-    from mtl_mcp.hooks import read_stdin
-    from mtl_mcp.hooks import session_start as context_for
+    from mtl_mcp.hooks.fast import read_stdin
+    from mtl_mcp.hooks.session import session_start as context_for
 
     text = context_for(read_stdin(), config)
     if text:
         click.echo(text, nl=not text.endswith("\n"))
+
+
+@hook.command("tool-use")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), hidden=True)
+def tool_use(home: Path | None) -> None:
+    """After a tool call (hook JSON on stdin): recall for the plan the model stated.
+
+    `mtl-mcp hook tool-use` itself skips this CLI and starts in a few milliseconds; this
+    entry runs the same hook.
+    """
+    from mtl_mcp.hooks.fast import read_stdin
+    from mtl_mcp.hooks.tool_use import run
+
+    sys.exit(run(str(home) if home else None, read_stdin()))
 
 
 @hook.command("worker", hidden=True)
@@ -258,12 +298,21 @@ def worker(config: Any) -> None:
 
 @hook.command("refresh", hidden=True)
 @click.option("--project-dir", default=".")
+@click.option("--session", help="The session the cached context was shown to.")
+@click.option("--client", help="Its client.")
+@click.option("--shown", default="", help="The ids of the insights it was shown, comma-separated.")
 @hook_command
-def refresh(config: Any, project_dir: str) -> None:
-    """Recompute the session-start context of a project."""
+def refresh(
+    config: Any, project_dir: str, session: str | None, client: str | None, shown: str
+) -> None:
+    """Recompute the session-start context of a project (and record what was shown)."""
     from mtl_mcp.operations.context import refresh_context
+    from mtl_mcp.schemas import RecallOrigin
 
-    refresh_context(config, project_dir)
+    origin = RecallOrigin(session_id=session, client=client, trigger="session-start")
+    refresh_context(
+        config, project_dir, origin if session else None, shown.split(",") if shown else []
+    )
 
 
-COMMANDS = [distill, queue, hook]
+COMMANDS = [distill, queue, sessions, hook]

@@ -15,8 +15,10 @@ Three sources, the first that exists wins:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -24,7 +26,7 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.files import write_private
 from mtl_mcp.project import ProjectRef, resolve_project
-from mtl_mcp.schemas import Category, Insight, InsightDraft
+from mtl_mcp.schemas import Category, Insight, InsightDraft, RecallOrigin
 from mtl_mcp.text.render import RECALL_HEADER, one_line
 from mtl_mcp.text.starter import starter_drafts
 
@@ -49,6 +51,27 @@ INVITATION = (
     "mtl-mcp memory is attached. Before planning a non-trivial task, call recall_insights "
     "with a 3-4 sentence plan to get lessons from past sessions."
 )
+
+
+@dataclass(frozen=True)
+class Context:
+    """A session-start context: the text to print, and the ids of the insights in it (what
+    the ledger records as shown to the session)."""
+
+    text: str
+    ids: list[str] = field(default_factory=list)
+
+
+def _ids_file(path: Path) -> Path:
+    return path.with_suffix(".ids.json")
+
+
+def _write(path: Path, insights: Sequence[Insight]) -> Context:
+    """Write a context file and the ids of its insights beside it."""
+    context = Context(render_context(insights), [i.id for i in insights])
+    write_private(_ids_file(path), json.dumps(context.ids))
+    write_private(path, context.text)
+    return context
 
 
 def context_file(settings: Settings, project: ProjectRef) -> Path:
@@ -89,14 +112,20 @@ def starter_context(settings: Settings) -> str:
     return render_context(general_choice(starter_drafts()) if settings.starter else [])
 
 
-def cached_context(settings: Settings, project: ProjectRef) -> str:
-    """The project's context, else the general one, else the starter pack's."""
+def cached_context(settings: Settings, project: ProjectRef) -> Context:
+    """The project's context, else the general one, else the starter pack's (its ids are
+    not known before the store exists)."""
     for path in (context_file(settings, project), general_context_file(settings)):
         try:
-            return path.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
+            text = path.read_text(encoding="utf-8")[:CONTEXT_LIMIT]
         except OSError:  # missing, or a data directory it cannot be read in
             continue
-    return starter_context(settings)
+        try:
+            ids = json.loads(_ids_file(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # written by 0.2, or being rewritten
+            ids = []
+        return Context(text, [str(i) for i in ids] if isinstance(ids, list) else [])
+    return Context(starter_context(settings))
 
 
 def write_general_context(memory: Memory) -> list[Insight]:
@@ -104,7 +133,7 @@ def write_general_context(memory: Memory) -> list[Insight]:
     more often than they helped); returns the insights it holds."""
     candidates, _ = memory.list(sort="support", limit=CANDIDATES)
     chosen = general_choice([i for i in candidates if i.harmful <= i.helpful])
-    write_private(general_context_file(memory.settings), render_context(chosen))
+    _write(general_context_file(memory.settings), chosen)
     return chosen
 
 
@@ -117,21 +146,26 @@ def refresh_general_context(memory: Memory) -> None:
         logger.warning("could not update the session-start context: %s", exc)
 
 
-def write_project_context(memory: Memory, project: ProjectRef) -> str:
+def write_project_context(memory: Memory, project: ProjectRef) -> Context:
     """Write (and return) a project's session-start context: its most useful insights, then
     general ones; the general context is rewritten on the way."""
     own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
     general = write_general_context(memory)
     chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
-    text = render_context(chosen)
-    write_private(context_file(memory.settings, project), text)
-    return text
+    return _write(context_file(memory.settings, project), chosen)
 
 
-def refresh_context(settings: Settings, project_dir: str) -> Path | None:
-    """Write the session-start context for a project, in this process. None when there is
-    no store yet: creating it is left to the server, which seeds it before its first recall
-    (a store created here would look empty to the server until the seeding is done)."""
+def refresh_context(
+    settings: Settings,
+    project_dir: str,
+    origin: RecallOrigin | None = None,
+    shown: Sequence[str] = (),
+) -> Path | None:
+    """Write the session-start context for a project, in this process, and record in the
+    ledger the insights `shown` to the session of `origin` from the cache. None when there
+    is no store yet: creating it is left to the server, which seeds it before its first
+    recall (a store created here would look empty to the server until the seeding is
+    done)."""
     from mtl_mcp.memory import Memory  # LanceDB and numpy: only in the detached refresh
 
     project = resolve_project(project_dir)
@@ -139,6 +173,8 @@ def refresh_context(settings: Settings, project_dir: str) -> Path | None:
     try:
         if not memory.exists():
             return None
+        if origin is not None and shown:
+            memory.note_shown(origin, shown, project.id)
         write_project_context(memory, project)
     finally:
         memory.close()

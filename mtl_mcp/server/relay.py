@@ -135,8 +135,12 @@ class Relay:
 
     def run(self) -> None:
         """Pipe until the client closes stdin."""
-        selector = selectors.DefaultSelector()
-        selector.register(0, selectors.EVENT_READ, "client")
+        selector: selectors.BaseSelector = selectors.DefaultSelector()
+        try:
+            selector.register(0, selectors.EVENT_READ, "client")
+        except PermissionError:  # a regular file or /dev/null: epoll refuses it, select not
+            selector = selectors.SelectSelector()
+            selector.register(0, selectors.EVENT_READ, "client")
         watched: socket.socket | None = None
         while True:
             if self.sock is not watched:  # a new connection after a restart, or none

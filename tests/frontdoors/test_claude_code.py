@@ -9,6 +9,7 @@ distillation API for the SessionEnd worker.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -176,6 +177,15 @@ def test_one_session_after_install_uses_and_grows_the_memory(
     result = tool_result_of(session[-1], recall_id)
     assert not result.get("is_error"), result  # allowed: no permission prompt, no refusal
     assert_framed_starter_notes(result_text(result))
+    # The tool call is in the ledger, under Claude Code's session id (which the window
+    # passes to the service).
+    [report] = json.loads(run_mtl(data, claude, "sessions", "--json").stdout)
+    assert report["session_id"] == json.loads(done.stdout)["session_id"]
+    tool_ids = [r["id"] for r in json.loads(result_text(result))["results"]]
+    assert [(r["trigger"], [h["id"] for h in r["hits"]]) for r in report["recalls"]][-1] == (
+        "tool",
+        tool_ids,
+    )
 
     spool = Spool(data)
     wait_for(
@@ -221,6 +231,8 @@ def test_the_marketplace_and_the_plugin_pass_strict_validation(
         ("mtl-mcp", "mtl-mcp", ["serve"])
     ]
     assert sorted((h["event"], h["command"]) for h in provides["hooks"]) == [
+        ("PostToolUse", "mtl-mcp hook tool-use"),
+        ("PostToolUseFailure", "mtl-mcp hook tool-use"),
         ("SessionEnd", "mtl-mcp hook session-end"),
         ("SessionStart", "mtl-mcp hook session-start"),
     ]
@@ -276,3 +288,157 @@ def test_the_plugin_installs_offline_and_its_recall_command_runs(
     assert_framed_starter_notes(result_text(result))
     [(_, job)] = list(Spool(data).jobs())  # queued by the plugin's SessionEnd hook
     assert job.client == "claude-code" and Path(job.transcript_path).is_file()
+
+
+# ------------------------------------------------------------------ the closed loop
+
+FLOOR = load_settings(Path("/nonexistent")).plan_recall_floor
+
+
+def planned_then_read(fake: FakeAnthropic, plan: str, file: Path) -> None:
+    """Script the model: state `plan` and Read a file in the same turn (no recall_insights
+    call, ever), then answer in text."""
+
+    def turn(request: RecordedRequest) -> dict[str, Any] | None:
+        if request.body["messages"][-1]["role"] == "assistant" or any(
+            r.get("tool_use_id", "").startswith("toolu_read") for r in request.tool_results()
+        ):
+            return None
+        read = {"file_path": str(file)}
+        blocks = [
+            {"type": "text", "text": plan},
+            {
+                "type": "tool_use",
+                "id": f"toolu_read{len(fake.requests)}",
+                "name": "Read",
+                "input": read,
+            },
+        ]
+        return fake.message(blocks=blocks, stop_reason="tool_use")
+
+    fake.reply_while(turn)
+    fake.reply_text("Fixed; the suite passes.")
+
+
+def hook_notes(request: RecordedRequest) -> str | None:
+    """The plan-triggered notes a request carries, as Claude Code hands them to the model."""
+    found = [
+        block["text"]
+        for message in request.body["messages"]
+        if message["role"] == "system"
+        for block in message["content"]
+        if isinstance(block, dict)
+        and "hook additional context: mtl-mcp recalled" in block.get("text", "")
+    ]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def note_titles(notes: str) -> list[str]:
+    return [m[1] for m in re.finditer(r"^\d+\. (.+?) \[", notes, re.M)]
+
+
+def note_ids(notes: str) -> list[str]:
+    return [
+        line.rsplit("id ", 1)[1].rstrip("]") for line in notes.splitlines() if " · id ins_" in line
+    ]
+
+
+def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them(
+    tmp_path: Path, fake: FakeAnthropic, data: Settings
+) -> None:
+    """A model that states a plan and Reads a file, never calling recall_insights: the next
+    request carries the framed notes recalled for that plan (none of the session-start
+    ones); a second prompt with the same plan repeats none of them; the judge at session
+    end gets the given notes and its verdicts are stored with the plan, shown by `show` and
+    `sessions`; purging an insight removes its ledger rows."""
+    claude = ClaudeCode.install(tmp_path, fake)
+    run_mtl(data, claude, "install", "claude-code")
+    project = tmp_path / "project"
+    project.mkdir()
+    source = project / "report.py"
+    source.write_text("def month_start(d):\n    return d - 1\n")
+    # A warm service, as after a first window: a cold one answers the hook only after its
+    # budget, and the recall then comes at a later tool call.
+    env = {**claude.environment(), "MTL_MCP_HOME": str(data.home), "MTL_MCP_STARTER": "1"}
+    mtl = str(Path(sys.executable).parent / "mtl-mcp")
+    subprocess.run([mtl, "serve"], env=env, stdin=subprocess.DEVNULL, check=True, timeout=60)
+    run_mtl(data, claude, "recall", "warm the service up")
+    planned_then_read(fake, PLAN, source)
+
+    def judge(request: RecordedRequest) -> dict[str, Any]:
+        """The worker's judge, right after the session: the first hook note helped, the
+        first session-start note misled."""
+        shown = [n for r in fake.message_requests if (n := hook_notes(r))]
+        hook_titles.extend(note_titles(shown[0]) if shown else [])
+        listed = request.user_text.split("Notes the assistant was given", 1)[1]
+        numbered = [line for line in listed.splitlines() if line[:1].isdigit()]
+        first_hook_note = next(n for n, line in enumerate(numbered, 1) if hook_titles[0] in line)
+        verdicts = [
+            {"note": first_hook_note, "verdict": "helped", "mode": None, "reason": "it ran first"},
+            {"note": 1, "verdict": "misled", "mode": "misapplied", "reason": "not this time"},
+        ]
+        return fake.message(
+            json.dumps({"outcome": "success", "reason": "passes", "verdicts": verdicts})
+        )
+
+    fake.reply_with(judge)
+    fake.reply_json(DistilledInsights.model_validate({"insights": []}))
+    hook_titles: list[str] = []
+    done = claude.run(["-p", "Fix the month-start crash.", "--output-format", "json"], cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    session_id = json.loads(done.stdout)["session_id"]
+
+    requests = [r for r in fake.message_requests if r.body.get("stream")]
+    requests = requests[: next(n for n, r in enumerate(requests, 1) if hook_notes(r))]
+    start = json.loads(run_mtl(data, claude, "sessions", "--json").stdout)[0]
+    assert start["session_id"] == session_id
+    [context, planned] = start["recalls"]
+    assert (context["trigger"], planned["trigger"]) == ("session-start", "hook")
+    start_ids = [h["id"] for h in context["hits"]]
+    notes = hook_notes(requests[-1])
+    assert notes is not None and hook_notes(requests[0]) is None  # after the tool call only
+    memory = Memory(data)
+    try:
+        expected = memory.recall(PLAN, k=3, min_score=FLOOR, exclude_ids=start_ids)
+    finally:
+        memory.close()
+    assert note_ids(notes) == [h.id for h in expected] == [h["id"] for h in planned["hits"]]
+    assert not set(note_ids(notes)) & set(start_ids)
+    assert len(notes) <= 2400  # ~600 tokens
+    wait_for(lambda: not any(Spool(data).pending.glob("*.json")), "the SessionEnd worker")
+    assert hook_titles == [h.title for h in expected]
+    judged = next(
+        r for r in fake.message_requests if "Notes the assistant was given" in r.user_text
+    )
+    assert all(title in judged.user_text for title in hook_titles)
+
+    planned_then_read(fake, PLAN, source)  # the same plan, a new prompt, the same session
+    fake.reply_json({"outcome": "success", "reason": "passes", "verdicts": []})
+    fake.reply_json(DistilledInsights.model_validate({"insights": []}))
+    before = len(fake.message_requests)
+    again = claude.run(["-p", "Once more, please.", "--resume", session_id], cwd=project)
+    assert again.returncode == 0, again.stdout + again.stderr
+    second = [r for r in fake.message_requests[before:] if r.body.get("stream")]
+    repeated = hook_notes(second[-1])
+    assert repeated is None or not set(note_ids(repeated)) & set(note_ids(notes) + start_ids)
+    wait_for(lambda: not any(Spool(data).pending.glob("*.json")), "the second worker")
+
+    helped = expected[0].id
+    shown = json.loads(run_mtl(data, claude, "show", helped, "--json").stdout)["history"]
+    [verdict] = shown["verdicts"]
+    assert (verdict["verdict"], verdict["session_id"], verdict["plan"]) == (
+        "helped",
+        session_id,
+        PLAN,
+    )
+    assert verdict["backend"] == "anthropic"
+    misled = json.loads(run_mtl(data, claude, "show", start_ids[0], "--json").stdout)["history"]
+    assert [(v["verdict"], v["mode"]) for v in misled["verdicts"]] == [("misled", "misapplied")]
+    ledger = data.home / "ledger.sqlite"
+    assert oct(ledger.stat().st_mode & 0o777) == "0o600"
+
+    run_mtl(data, claude, "forget", helped, "--purge", "--yes")
+    assert helped.encode() not in ledger.read_bytes()
+    after = json.loads(run_mtl(data, claude, "sessions", "--json").stdout)
+    assert helped not in json.dumps(after)

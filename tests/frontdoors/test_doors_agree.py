@@ -221,7 +221,7 @@ def test_the_session_start_hook_agrees_with_in_process_context(world: World) -> 
     a, b, _ = world.folders
     memory = world.memory(team=False)
     try:
-        expected = {f: write_project_context(memory, resolve_project(f)) for f in (a, b)}
+        expected = {f: write_project_context(memory, resolve_project(f)).text for f in (a, b)}
     finally:
         memory.close()
     for running in (False, True):

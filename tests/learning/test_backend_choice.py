@@ -17,7 +17,7 @@ from mtl_mcp import Memory
 from mtl_mcp.cli import cli
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import BudgetExceeded, ConfigError, DistillUnavailable
-from mtl_mcp.hooks import OUR_OWN_RUN, session_end, session_start
+from mtl_mcp.hooks.session import OUR_OWN_RUN, session_end, session_start
 from mtl_mcp.learning import pipeline
 from mtl_mcp.learning.backends.anthropic_api import AnthropicBackend
 from mtl_mcp.learning.backends.claude_code import ClaudeCodeBackend

@@ -50,7 +50,7 @@ def notes(context: str) -> list[str]:
 def test_a_first_session_on_a_new_machine_gets_starter_lessons(tmp_path: Path) -> None:
     """No store and no cache yet: the starter pack's general lessons, framed, one per line."""
     settings = load_settings(tmp_path / "fresh", starter=True)
-    context = cached_context(settings, resolve_project(tmp_path))
+    context = cached_context(settings, resolve_project(tmp_path)).text
     lines = notes(context)
     titles = {d.title for d in starter_drafts()}
     assert len(lines) == CONTEXT_INSIGHTS
@@ -60,7 +60,7 @@ def test_a_first_session_on_a_new_machine_gets_starter_lessons(tmp_path: Path) -
 
 
 def test_without_the_starter_pack_only_the_invitation_is_given(settings: Settings) -> None:
-    assert cached_context(settings, resolve_project(".")) == INVITATION + "\n"
+    assert cached_context(settings, resolve_project(".")).text == INVITATION + "\n"
 
 
 def test_a_change_through_a_front_door_rewrites_the_general_context(
@@ -72,7 +72,7 @@ def test_a_change_through_a_front_door_rewrites_the_general_context(
     # learned again in another project: support 2, the best supported
     again = watched.record([drafts[5]], Provenance(project="elsewhere"))[0]
     assert again.status == "merged"
-    context = cached_context(settings, resolve_project(tmp_path / "new-project"))
+    context = cached_context(settings, resolve_project(tmp_path / "new-project")).text
     assert context == general_context_file(settings).read_text()
     lines = notes(context)
     assert len(lines) == CONTEXT_INSIGHTS and lines[0].startswith(f"- {drafts[5]['title']}: ")
@@ -100,8 +100,9 @@ def test_a_project_with_its_own_context_gets_it_first(
     own = lesson("Name migrations by date", "Prefix each migration with its date to order them.")
     watched.record([own], Provenance(project=project.id))
     refresh_context(settings, str(own_dir))
-    assert notes(cached_context(settings, project))[0].startswith("- Name migrations by date: ")
-    other = cached_context(settings, resolve_project(tmp_path / "other"))
+    first = notes(cached_context(settings, project).text)[0]
+    assert first.startswith("- Name migrations by date: ")
+    other = cached_context(settings, resolve_project(tmp_path / "other")).text
     assert other == general_context_file(settings).read_text()
 
 

@@ -1,8 +1,9 @@
-"""Edits to the JSON config files of Claude Code, Cursor and Claude Desktop.
+"""Edits to the JSON config files of Claude Code, Cursor, Claude Desktop and Codex's hooks.json.
 
 Only our own entries are touched: the `mtl-mcp` key under `mcpServers`, hook handlers
-whose command runs an `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` /
-`hook session-start`, and the permission rules a record says install added. Every other key
+whose command runs an `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end`,
+`hook session-start` or `hook tool-use`, and the permission rules a record says install
+added. Every other key
 keeps its value and order.
 """
 
@@ -90,7 +91,7 @@ def del_server(doc: JsonDoc, path: Path) -> None:
             del doc["mcpServers"]
 
 
-def _is_our_hook(command: object, event: str) -> bool:
+def is_our_hook(command: object, event: str) -> bool:
     """True for a command line that runs `mtl-mcp ... hook <event>`, however it was launched."""
     if not isinstance(command, str):
         return False
@@ -106,12 +107,28 @@ def _is_our_hook(command: object, event: str) -> bool:
     return False
 
 
-# Claude Code: event -> (hook argument, matcher, timeout); Cursor: event -> hook argument
-_CLAUDE_EVENTS = {
+# Claude Code and Codex: event -> (hook argument, matcher, timeout); Cursor: event -> hook
+# argument. The tool-use hook (plan-triggered recall) keeps to its own budget (0.8 s by
+# default); the client's timeout is only a backstop.
+_CLAUDE_EVENTS: dict[str, tuple[str, str | None, int]] = {
     "SessionEnd": ("session-end", None, 5),
     "SessionStart": ("session-start", CLAUDE_START_MATCHER, 10),
+    "PostToolUse": ("tool-use", "*", 5),
+    "PostToolUseFailure": ("tool-use", "*", 5),
 }
-_CURSOR_EVENTS = {"sessionEnd": "session-end", "sessionStart": "session-start"}
+# Codex (0.169+) reads the same shape from hooks.json. No matcher: every session source
+# (startup, resume, clear, compact, fork) and every tool. It has no PostToolUseFailure, and
+# clamps SessionEnd to 3 s (saying so on every run for a longer timeout).
+CODEX_EVENTS: dict[str, tuple[str, str | None, int]] = {
+    "SessionEnd": ("session-end", None, 3),
+    "SessionStart": ("session-start", None, 10),
+    "PostToolUse": ("tool-use", None, 5),
+}
+_CURSOR_EVENTS = {
+    "sessionEnd": "session-end",
+    "sessionStart": "session-start",
+    "postToolUse": "tool-use",
+}
 
 
 def _strip_claude(groups: list[Any], arg: str) -> list[Any]:
@@ -123,7 +140,7 @@ def _strip_claude(groups: list[Any], arg: str) -> list[Any]:
             kept_groups.append(group)
             continue
         kept = [
-            h for h in handlers if not (isinstance(h, dict) and _is_our_hook(h.get("command"), arg))
+            h for h in handlers if not (isinstance(h, dict) and is_our_hook(h.get("command"), arg))
         ]
         if len(kept) == len(handlers):
             kept_groups.append(group)
@@ -133,7 +150,7 @@ def _strip_claude(groups: list[Any], arg: str) -> list[Any]:
 
 
 def _strip_cursor(entries: list[Any], arg: str) -> list[Any]:
-    return [e for e in entries if not (isinstance(e, dict) and _is_our_hook(e.get("command"), arg))]
+    return [e for e in entries if not (isinstance(e, dict) and is_our_hook(e.get("command"), arg))]
 
 
 def add_hooks(client: Client, launch: Launch) -> Callable[[JsonDoc, Path], None]:
@@ -141,8 +158,8 @@ def add_hooks(client: Client, launch: Launch) -> Callable[[JsonDoc, Path], None]
         if client == "cursor":
             doc.setdefault("version", 1)
         hooks = _child(doc, "hooks", dict, path)
-        if client == "claude-code":
-            for event, (arg, matcher, timeout) in _CLAUDE_EVENTS.items():
+        if client in ("claude-code", "codex"):
+            for event, (arg, matcher, timeout) in _claude_style_events(client).items():
                 handler = {
                     "type": "command",
                     "command": launch.hook_command(arg),
@@ -156,6 +173,10 @@ def add_hooks(client: Client, launch: Launch) -> Callable[[JsonDoc, Path], None]
                 _put(_child(hooks, event, list, path), want, _strip_cursor(hooks[event], arg))
 
     return edit
+
+
+def _claude_style_events(client: Client) -> dict[str, tuple[str, str | None, int]]:
+    return CODEX_EVENTS if client == "codex" else _CLAUDE_EVENTS
 
 
 def _put(items: list[Any], want: JsonDoc, without_ours: list[Any]) -> None:
@@ -176,7 +197,7 @@ def del_hooks(client: Client) -> Callable[[JsonDoc, Path], None]:
         events = (
             _CURSOR_EVENTS
             if client == "cursor"
-            else {e: a for e, (a, _, _) in _CLAUDE_EVENTS.items()}
+            else {e: a for e, (a, _, _) in _claude_style_events(client).items()}
         )
         for event, arg in events.items():
             items = hooks.get(event)

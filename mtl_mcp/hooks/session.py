@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -27,22 +26,23 @@ from pydantic import BaseModel, ConfigDict
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.files import open_private
+from mtl_mcp.hooks.tool_use import prune_states, session_state
 from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import missing_conversation
-from mtl_mcp.operations.context import cached_context
+from mtl_mcp.operations.context import Context, cached_context
 from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
 
 logger = logging.getLogger(__name__)
 
-STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
-STDIN_LIMIT = 1 << 20
 OUR_OWN_RUN = "ignored: a distillation run started by mtl-mcp"
 
 
 class HookInput(BaseModel):
-    """The JSON a client sends on stdin (Claude Code, Cursor); unknown fields are ignored."""
+    """The JSON a client sends on stdin (Claude Code, Cursor, Codex); unknown fields are
+    ignored. Codex sends Claude Code's fields; its session hooks carry no `turn_id`, but its
+    transcript is a rollout file (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -55,6 +55,15 @@ class HookInput(BaseModel):
     source: str | None = None
     hook_event_name: str | None = None
     cursor_version: str | None = None
+    turn_id: str | None = None  # Codex's, in its turn events
+
+    @property
+    def client(self) -> str:
+        if self.cursor_version:
+            return "cursor"
+        if self.turn_id or _is_rollout(self.transcript_path):
+            return "codex"
+        return "claude-code"
 
     @property
     def project_dir(self) -> str | None:
@@ -65,34 +74,9 @@ class HookInput(BaseModel):
         )
 
 
-def read_stdin(timeout: float = STDIN_TIMEOUT) -> str:
-    """The hook input: stdin up to its end, a complete JSON object, `timeout` seconds of
-    silence or 1 MB, whichever comes first (a client may leave stdin open)."""
-    if sys.stdin is None or sys.stdin.closed:
-        return ""
-    chunks: list[bytes] = []
-    fd = sys.stdin.fileno()
-    size = 0
-    while size < STDIN_LIMIT:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
-            break
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        if chunk.rstrip().endswith(b"}") and _is_json(b"".join(chunks)):
-            break
-    return b"".join(chunks).decode("utf-8", errors="replace")
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        json.loads(data)
-    except ValueError:
-        return False
-    return True
+def _is_rollout(path: str | None) -> bool:
+    name = Path(path).name if path else ""
+    return name.startswith("rollout-") and name.endswith(".jsonl")
 
 
 def parse_input(raw: str) -> HookInput:
@@ -137,7 +121,8 @@ def session_end(raw: str, settings: Settings) -> str:
         transcript_path=payload.transcript_path,
         cwd=payload.project_dir,
         reason=payload.reason,
-        client="cursor" if payload.cursor_version else "claude-code",
+        client=payload.client,
+        format="codex" if payload.client == "codex" else "auto",
     )
     Spool(settings).enqueue(job)
     spawn_detached(settings, "hook", "worker")
@@ -146,21 +131,42 @@ def session_end(raw: str, settings: Settings) -> str:
 
 def session_start(raw: str, settings: Settings) -> str:
     """The context to inject: this project's, fresh from the running service; else as
-    precomputed for it (or the general context), refreshed in the background."""
+    precomputed for it (or the general context), refreshed in the background. Either way
+    the ledger records what the session was shown."""
     if is_distill_child():
         logger.info("session-start %s", OUR_OWN_RUN)
         return ""
     payload = parse_input(raw)
+    prune_states(settings)
     project_dir = str(payload.project_dir or Path.cwd())
+    session = payload.session_id or payload.conversation_id
+    origin = {"session_id": session, "client": payload.client, "trigger": "session-start"}
+    context = None
     if settings.service:
-        fresh = request(
-            settings, "call", timeout=3.0, method="context", params={"project_dir": project_dir}
-        )
+        params = {"project_dir": project_dir, "origin": origin if session else None}
+        fresh = request(settings, "call", timeout=3.0, method="context", params=params)
         if fresh and fresh.get("ok"):
             _start_background(settings, [])
-            return str(fresh["result"])
-    _start_background(settings, ["hook", "refresh", "--project-dir", project_dir])
-    return cached_context(settings, resolve_project(project_dir))
+            context = Context(str(fresh["result"]["text"]), list(fresh["result"]["ids"]))
+    if context is None:
+        context = cached_context(settings, resolve_project(project_dir))
+        shown = ["--session", session, "--client", payload.client] if session else []
+        if session and context.ids:
+            shown += ["--shown", ",".join(context.ids)]
+        _start_background(settings, ["hook", "refresh", "--project-dir", project_dir, *shown])
+    if session and context.ids:
+        _remember_shown(settings, session, context.ids)
+    return context.text
+
+
+def _remember_shown(settings: Settings, session: str, ids: list[str]) -> None:
+    """Tell the session's tool-use hook what the context showed: it never shows it again."""
+    try:
+        with session_state(settings, session, wait=0.5) as state:
+            if state is not None:
+                state.shown += [i for i in ids if i not in state.shown]
+    except OSError as exc:  # a data directory that cannot take it: the ledger still knows
+        logger.info("session-start: the session state is not written: %s", exc)
 
 
 def _start_background(settings: Settings, refresh: list[str]) -> None:
@@ -174,32 +180,3 @@ def _start_background(settings: Settings, refresh: list[str]) -> None:
             spawn_detached(settings, *refresh)
     except MtlError as exc:
         logger.warning("session-start: the context is not refreshed: %s", exc)
-
-
-class _OneLine(logging.Formatter):
-    """A log line without the traceback: for stderr, which a client may show the user."""
-
-    def formatException(self, ei: Any) -> str:
-        return ""
-
-
-def log_to_file(settings: Settings) -> None:
-    """Hooks have no terminal: log to `<home>/logs/hooks.log` (no insight or transcript text).
-    When it cannot be written (a read-only data directory, a file in its place), log one
-    line per warning to stderr instead: a hook must still do its work."""
-    root = logging.getLogger()
-    root.setLevel(logging.INFO)
-    path = settings.logs_dir / "hooks.log"
-    try:
-        os.close(open_private(path, os.O_WRONLY | os.O_APPEND))
-        os.chmod(path, 0o600)
-        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
-    except MtlError as exc:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setLevel(logging.WARNING)
-        handler.setFormatter(_OneLine("mtl-mcp hook: %(message)s"))
-        root.addHandler(handler)
-        logger.warning("logging to stderr: %s", exc)
-        return
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
