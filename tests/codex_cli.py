@@ -3,6 +3,7 @@
     codex = Codex.install(tmp_path, fake)   # npm package, pinned; throwaway HOME, logged in
     codex.command                            # the `codex` to give mtl-mcp
     codex.environment()                      # HOME, CODEX_HOME and the fake provider's key
+    codex.hooks(cwd)                         # the hooks Codex sees, and whether it trusts them
 
 The npm package ships a static native binary; it is installed once per machine into the
 test cache (see `tests.claude_code.npm_binary`). A user's `codex exec` talks to their login's
@@ -14,12 +15,15 @@ real: `codex login --with-api-key` with a dummy key, which `codex login status` 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.claude_code import npm_binary
 from tests.fake_openai import FakeOpenAI
@@ -82,6 +86,40 @@ class Codex:
             "CODEX_HOME": str(self.codex_home),
             PROVIDER_KEY_ENV: "sk-test-fake-0123456789",
         }
+
+    def hooks(self, cwd: Path) -> list[dict[str, Any]]:
+        """The hooks Codex sees for `cwd`, with its own trust key, hash and status: the
+        `hooks/list` of `codex app-server` (JSON-RPC over stdio, labelled experimental),
+        which is what /hooks in the TUI shows."""
+        client = {"clientInfo": {"name": "mtl-mcp-tests", "version": "0"}}
+        messages = [
+            {"id": 1, "method": "initialize", "params": client},
+            {"method": "initialized"},
+            {"id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}},
+        ]
+        server = subprocess.Popen(
+            [str(self.command), "app-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, **self.environment()},
+        )
+        assert server.stdin is not None and server.stdout is not None
+        try:
+            server.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+            server.stdin.flush()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                line = server.stdout.readline()
+                assert line, "codex app-server closed its output"
+                answer = json.loads(line)
+                if answer.get("id") == 2:
+                    return [h for entry in answer["result"]["data"] for h in entry["hooks"]]
+            raise AssertionError("codex app-server did not answer hooks/list")
+        finally:
+            server.kill()
+            server.wait()
 
     def run(
         self, args: list[str], *, stdin: str = "", timeout: float = 120

@@ -5,6 +5,7 @@
         fake.reply_status(500)                # an HTTP error
         fake.reply_text("not json at all")    # a streamed answer, verbatim
         fake.reply_hang()                     # headers never come (Codex then waits for ever)
+        fake.reply_call("exec_command", {"cmd": "ls"}, text="First I will ...")  # a tool call
         ...  # run codex with a provider whose base_url is fake.base_url
         fake.response_requests[0].body["text"]["format"]   # the schema Codex sent
 
@@ -49,6 +50,7 @@ class Step:
     text: str = ""
     status: int = 200
     usage: Mapping[str, Any] | None = None
+    call: tuple[str, Mapping[str, Any]] | None = None  # a function call after the text
 
 
 class FakeOpenAI(LoopbackServer[RecordedRequest]):
@@ -89,6 +91,14 @@ class FakeOpenAI(LoopbackServer[RecordedRequest]):
         }
         with self._lock:
             self._script.append(Step("text", text=text, usage=usage))
+
+    def reply_call(self, name: str, arguments: Mapping[str, Any], *, text: str = "") -> None:
+        """A streamed answer that says `text` (if any), then calls the tool `name`."""
+        usage = {"input_tokens": 1000, "output_tokens": 50, "total_tokens": 1050}
+        usage |= {"input_tokens_details": {"cached_tokens": 0}}
+        usage |= {"output_tokens_details": {"reasoning_tokens": 0}}
+        with self._lock:
+            self._script.append(Step("text", text=text, usage=usage, call=(name, arguments)))
 
     def reply_json(self, payload: Mapping[str, Any], **usage: int) -> None:
         """A structured-output answer: `payload` as the message's JSON text."""
@@ -171,32 +181,54 @@ class FakeOpenAI(LoopbackServer[RecordedRequest]):
 
 
 def _events(step: Step, model: str) -> list[tuple[str, dict[str, Any]]]:
-    """The Responses-API event sequence of one streamed text answer."""
+    """The Responses-API event sequence of one streamed answer: its text, then its call."""
     response_id, message_id = f"resp_fake_{next(_ids)}", f"msg_fake_{next(_ids)}"
     response = {"id": response_id, "object": "response", "status": "in_progress"}
     response |= {"model": model, "output": []}
     part = {"type": "output_text", "text": step.text, "annotations": []}
     where = {"item_id": message_id, "output_index": 0, "content_index": 0}
     item = {"id": message_id, "type": "message", "role": "assistant", "content": [part]}
-    return [
+    events: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": response}),
         ("response.in_progress", {"response": response}),
-        (
-            "response.output_item.added",
-            {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
-        ),
-        ("response.content_part.added", {**where, "part": {**part, "text": ""}}),
-        ("response.output_text.delta", {**where, "delta": step.text}),
-        ("response.output_text.done", {**where, "text": step.text}),
-        ("response.content_part.done", {**where, "part": part}),
-        ("response.output_item.done", {"output_index": 0, "item": {**item, "status": "completed"}}),
+    ]
+    output: list[dict[str, Any]] = []
+    if step.text or step.call is None:
+        events += [
+            (
+                "response.output_item.added",
+                {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+            ),
+            ("response.content_part.added", {**where, "part": {**part, "text": ""}}),
+            ("response.output_text.delta", {**where, "delta": step.text}),
+            ("response.output_text.done", {**where, "text": step.text}),
+            ("response.content_part.done", {**where, "part": part}),
+            (
+                "response.output_item.done",
+                {"output_index": 0, "item": {**item, "status": "completed"}},
+            ),
+        ]
+        output.append({**item, "status": "completed"})
+    if step.call is not None:
+        name, arguments = step.call
+        number = next(_ids)
+        call = {"id": f"fc_fake_{number}", "type": "function_call", "call_id": f"call_{number}"}
+        call |= {"name": name, "arguments": json.dumps(arguments), "status": "completed"}
+        index = len(output)
+        events += [
+            ("response.output_item.added", {"output_index": index, "item": call}),
+            ("response.output_item.done", {"output_index": index, "item": call}),
+        ]
+        output.append(call)
+    return [
+        *events,
         (
             "response.completed",
             {
                 "response": {
                     **response,
                     "status": "completed",
-                    "output": [{**item, "status": "completed"}],
+                    "output": output,
                     "usage": dict(step.usage or {}),
                 }
             },

@@ -20,7 +20,7 @@ from mtl_mcp.operations.install.targets import (
 )
 
 
-def _plan(client: str, scope: str, remove: bool, hooks: bool) -> Plan:
+def _plan(client: str, scope: str, remove: bool, hooks: bool, trust_hooks: bool = False) -> Plan:
     target, where = cast(Client, client), cast(InstallScope, scope)
     home, project_dir = Path.home(), Path.cwd()
     if remove:
@@ -29,7 +29,13 @@ def _plan(client: str, scope: str, remove: bool, hooks: bool) -> Plan:
     config = settings()
     env = {} if config.home == platform_home() else {"MTL_MCP_HOME": str(config.home)}
     return plan_install(
-        target, where, detect_launch(env), hooks=hooks, user_home=home, project_dir=project_dir
+        target,
+        where,
+        detect_launch(env),
+        hooks=hooks,
+        trust_hooks=trust_hooks,
+        user_home=home,
+        project_dir=project_dir,
     )
 
 
@@ -70,17 +76,26 @@ SCOPE_OPTION = click.option(
     is_flag=True,
     help="No session hooks: the server (and Claude Code's read-only permissions) only.",
 )
-def install(client: str, scope: str, dry_run: bool, no_hooks: bool) -> None:
+@click.option(
+    "--trust-hooks",
+    is_flag=True,
+    help="Codex only: also record Codex's trust in the hooks this writes (what /hooks in "
+    "Codex does), so that Codex, and `codex exec`, run them.",
+)
+def install(client: str, scope: str, dry_run: bool, no_hooks: bool, trust_hooks: bool) -> None:
     """Register the MCP server (and session hooks) in a client's config files; say which
     model will distil its sessions and what that costs.
 
     For Claude Code, also allow the read-only tools (recall_insights, list_memories), so
     they run without a prompt, and in `claude -p`; the others still ask.
 
+    Codex runs hooks only once you trust them (/hooks in Codex); `codex exec` skips the
+    others silently. Install does not trust them for you unless --trust-hooks says so.
+
     Also prepares the memory: the store (with the starter pack) and the session-start
     context, so the first session neither waits for them nor starts without context.
     """
-    _apply(_plan(client, scope, remove=False, hooks=not no_hooks), dry_run)
+    _apply(_plan(client, scope, remove=False, hooks=not no_hooks, trust_hooks=trust_hooks), dry_run)
     from mtl_mcp.learning.backends.select import source_of
     from mtl_mcp.learning.pipeline import backend_summary
 

@@ -326,6 +326,32 @@ def _permissions(settings: Settings) -> Check:
     return Check(name="permissions", ok=True, required=False, detail="owner-only (0700/0600)")
 
 
+def _codex_hooks(user_home: Path, project_dir: Path) -> Check | None:
+    """Whether Codex runs the hooks `install codex` wrote (None when there are none)."""
+    from mtl_mcp.operations.install.codex_trust import installed_trust
+
+    user_config = user_home / ".codex" / "config.toml"
+    folders = dict.fromkeys([user_home / ".codex", project_dir / ".codex"])
+    found = [
+        item for folder in folders for item in installed_trust(folder / "hooks.json", user_config)
+    ]
+    if not found:
+        return None
+    waiting = [(hook, status) for hook, status in found if status != "trusted"]
+    if not waiting:
+        detail = f"{len(found)} mtl-mcp hooks, all trusted by Codex"
+        return Check(name="codex hooks", ok=True, required=False, detail=detail)
+    listed = ", ".join(f"{hook.event} {status}" for hook, status in waiting)
+    return Check(
+        name="codex hooks",
+        ok=False,
+        required=False,
+        detail=f"Codex runs none of these (codex exec skips them silently): {listed}",
+        fix="start `codex` and trust them with /hooks, or run `mtl-mcp install codex "
+        "--trust-hooks`",
+    )
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order a person would fix them."""
     private_umask()  # the checks create the data dir and the store if they are missing
@@ -344,4 +370,6 @@ def run_checks(settings: Settings) -> list[Check]:
     if settings.openai_base_url:
         checks.append(_openai_endpoint(settings))
     checks.append(_distillation(settings))
+    if codex := _codex_hooks(Path.home(), Path.cwd()):
+        checks.append(codex)
     return checks

@@ -111,8 +111,8 @@ def hook_commands(client: Client, hooks_file: Path) -> dict[str, list[str]]:
         ("claude-code", "project", "P/.mcp.json", "P/.claude/settings.json"),
         ("cursor", "user", "H/.cursor/mcp.json", "H/.cursor/hooks.json"),
         ("cursor", "project", "P/.cursor/mcp.json", "P/.cursor/hooks.json"),
-        ("codex", "user", "H/.codex/config.toml", None),
-        ("codex", "project", "P/.codex/config.toml", None),
+        ("codex", "user", "H/.codex/config.toml", "H/.codex/hooks.json"),
+        ("codex", "project", "P/.codex/config.toml", "P/.codex/hooks.json"),
     ],
 )
 def test_config_paths_per_client_and_scope(
@@ -178,19 +178,34 @@ def test_install_into_empty_dirs_registers_server_and_hooks(
         assert server["type"] == "stdio"
     if client == "codex":
         assert server["startup_timeout_sec"] == 30
-        assert any("mtl-mcp distill --since 7d" in n for n in plan.notes)
+        [note] = [n for n in plan.notes if "/hooks" in n]  # they are not trusted
+        assert "codex exec` skips untrusted ones silently" in note and "--trust-hooks" in note
     if client == "claude-desktop":
         assert any("restart Claude Desktop" in n for n in plan.notes)
     if hooks is None:
         assert [c.path for c in plan.changes] == [mcp]
         return
     events = hook_commands(client, hooks)
-    names = (
-        ["SessionEnd", "SessionStart"]
-        if client == "claude-code"
-        else ["sessionEnd", "sessionStart"]
-    )
-    for event, arg in zip(names, ["session-end", "session-start"], strict=True):
+    expected = {
+        "claude-code": {
+            "SessionEnd": "session-end",
+            "SessionStart": "session-start",
+            "PostToolUse": "tool-use",
+            "PostToolUseFailure": "tool-use",
+        },
+        "cursor": {
+            "sessionEnd": "session-end",
+            "sessionStart": "session-start",
+            "postToolUse": "tool-use",
+        },
+        "codex": {
+            "SessionEnd": "session-end",
+            "SessionStart": "session-start",
+            "PostToolUse": "tool-use",
+        },
+    }[client]
+    assert set(events) == set(expected)
+    for event, arg in expected.items():
         (command,) = events[event]
         assert shlex.split(command) == ["env", "MTL_MCP_HOME=/data/mtl home", EXE, "hook", arg]
     if client == "cursor":
@@ -225,6 +240,21 @@ def test_claude_code_hook_groups_have_the_documented_shape(dirs: Dirs) -> None:
                     ],
                 }
             ],
+            **{
+                event: [
+                    {
+                        "matcher": "*",
+                        "hooks": [
+                            {
+                                "type": "command",
+                                "command": "/usr/bin/mtl-mcp hook tool-use",
+                                "timeout": 5,
+                            }
+                        ],
+                    }
+                ]
+                for event in ("PostToolUse", "PostToolUseFailure")
+            },
         },
         "permissions": {"allow": ["mcp__mtl-mcp__recall_insights", "mcp__mtl-mcp__list_memories"]},
     }
@@ -276,6 +306,12 @@ CLAUDE_SETTINGS = {
     "env": {"FOO": "1"},
 }
 CURSOR_MCP = {"mcpServers": {"github": {"command": "gh-mcp", "args": ["x"], "env": {"T": "1"}}}}
+CODEX_HOOKS = {
+    "hooks": {
+        "PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "lint"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done", "timeout": 9}]}],
+    }
+}
 CURSOR_HOOKS = {
     "version": 1,
     "hooks": {"sessionEnd": [{"command": "./hooks/audit.sh"}], "stop": [{"command": "s"}]},
@@ -288,11 +324,16 @@ def seed(client: Client, scope: InstallScope, dirs: Dirs) -> dict[Path, Any]:
     seeded: dict[Path, Any] = {}
     if client == "codex":
         write(mcp, CODEX_TOML)
-        return {mcp: tomllib.loads(CODEX_TOML)}
-    seeded[mcp] = CLAUDE_JSON if client == "claude-code" else CURSOR_MCP
+        seeded[mcp] = tomllib.loads(CODEX_TOML)
+    else:
+        seeded[mcp] = CLAUDE_JSON if client == "claude-code" else CURSOR_MCP
     if hooks is not None:
-        seeded[hooks] = CLAUDE_SETTINGS if client == "claude-code" else CURSOR_HOOKS
+        seeded[hooks] = {"claude-code": CLAUDE_SETTINGS, "codex": CODEX_HOOKS}.get(
+            client, CURSOR_HOOKS
+        )
     for path, doc in seeded.items():
+        if path.suffix == ".toml":
+            continue
         write(path, json.dumps(doc, indent=4))
     return seeded
 
@@ -320,7 +361,7 @@ def test_install_into_existing_configs_keeps_everything_else_in_order(
     seeded = seed(client, scope, dirs)
     install(client, scope, dirs)
     for path, original in seeded.items():
-        if client == "codex":
+        if path.suffix == ".toml":
             doc = tomllib.loads(path.read_text())
             assert doc["mcp_servers"].pop("mtl-mcp")["command"] == EXE
             assert doc == original
@@ -542,7 +583,7 @@ def test_uninstall_after_install_restores_the_other_content(
     install(client, scope, dirs)
     uninstall(client, scope, dirs)
     for path, doc in seeded.items():
-        if client == "codex":
+        if path.suffix == ".toml":
             assert path.read_text() == originals[path]  # byte for byte
         else:
             assert read_json(path) == doc
@@ -727,3 +768,173 @@ def test_detect_launch_points_at_this_environment() -> None:
     assert os.path.isabs(launch.command)
     assert Path(launch.command).parent == Path(sys.executable).parent
     assert launch.env == {"MTL_MCP_HOME": "/h"}
+
+
+# ------------------------------------------------------------------ codex hooks and their trust
+
+CODEX_KEYS = ("session_end", "session_start", "post_tool_use")
+
+
+def codex_states(dirs: Dirs) -> dict[str, Any]:
+    config = dirs["user_home"] / ".codex/config.toml"
+    state: dict[str, Any] = tomllib.loads(config.read_text()).get("hooks", {}).get("state", {})
+    return state
+
+
+def test_codex_hooks_have_the_shape_codex_reads(dirs: Dirs) -> None:
+    """Claude Code's shape; no matcher (every source, every tool); SessionEnd at the 3 s
+    Codex clamps it to (a longer one makes it warn on every run); no PostToolUseFailure."""
+    install("codex", "user", dirs, Launch("/usr/bin/mtl-mcp"))
+
+    def group(arg: str, timeout: int) -> list[dict[str, Any]]:
+        handler = {"type": "command", "command": f"/usr/bin/mtl-mcp hook {arg}"}
+        return [{"hooks": [{**handler, "timeout": timeout}]}]
+
+    assert read_json(dirs["user_home"] / ".codex/hooks.json") == {
+        "hooks": {
+            "SessionEnd": group("session-end", 3),
+            "SessionStart": group("session-start", 10),
+            "PostToolUse": group("tool-use", 5),
+        }
+    }
+
+
+def test_codex_trust_keys_and_hashes_are_the_ones_codex_computes() -> None:
+    """Golden values from Codex 0.171.0's own `hooks/list` (app-server) for these handlers;
+    SessionEnd's hash is over its clamped timeout."""
+    from mtl_mcp.operations.install.codex_trust import hook_hash, hook_key
+
+    def handler(event: str) -> dict[str, Any]:
+        return {"type": "command", "command": f"/tmp/i17probe/hook.py {event}", "timeout": 10}
+
+    assert hook_hash("PostToolUse", "*", handler("PostToolUse")) == (
+        "sha256:bcdb48d217db756c953a8f5e606feee1f1d4848f969e63e72fff547215c5ae95"
+    )
+    assert hook_hash("SessionStart", None, handler("SessionStart")) == (
+        "sha256:11526f1fc1272acdee02c993d63c39c128a62f0c477be87519786e4710f5caa1"
+    )
+    assert hook_hash("SessionEnd", None, handler("SessionEnd")) == (
+        "sha256:4a8f1cced69da4335695da5c6fa71fc0c35e83583c2384dbf5930d218cf004ec"
+    )
+    key = hook_key(Path("/u/.codex/hooks.json"), "PostToolUse", 0, 1)
+    assert key == "/u/.codex/hooks.json:post_tool_use:0:1"
+
+
+def test_codex_install_does_not_trust_its_hooks_unless_asked(dirs: Dirs) -> None:
+    from mtl_mcp.operations.install.codex_trust import installed_trust
+
+    plan = install("codex", "user", dirs)
+    codex = dirs["user_home"] / ".codex"
+    assert "hooks" not in tomllib.loads((codex / "config.toml").read_text())
+    statuses = installed_trust(codex / "hooks.json", codex / "config.toml")
+    assert [s for _, s in statuses] == ["untrusted"] * 3
+    assert any("type /hooks and trust the 3 mtl-mcp hooks" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_codex_trust_hooks_records_trust_for_exactly_ours_and_uninstall_removes_it(
+    scope: InstallScope, dirs: Dirs
+) -> None:
+    """--trust-hooks: the user's config.toml (whatever the scope: Codex reads trust there
+    only) trusts our three handlers where they are; the user's own hook stays untrusted;
+    a reinstall changes nothing; uninstall restores every file byte for byte."""
+    from mtl_mcp.operations.install.codex_trust import installed_trust
+
+    seeded = seed("codex", scope, dirs)
+    user_config = write(dirs["user_home"] / ".codex/config.toml", CODEX_TOML)
+    originals = {path: path.read_bytes() for path in [*seeded, user_config]}
+    plan = install("codex", scope, dirs, trust_hooks=True)
+    assert any("Recorded Codex's trust in the 3 mtl-mcp hooks" in n for n in plan.notes)
+    hooks = paths("codex", scope, dirs)[1]
+    assert hooks is not None
+    statuses = installed_trust(hooks, user_config)
+    assert [(h.key.rsplit(":", 3)[1:], s) for h, s in statuses] == [
+        (["session_end", "0", "0"], "trusted"),
+        (["session_start", "0", "0"], "trusted"),
+        (["post_tool_use", "1", "0"], "trusted"),  # after the user's own group
+    ]
+    assert set(codex_states(dirs)) == {h.key for h, _ in statuses}  # nothing of the user's
+    if scope == "project":
+        project = tomllib.loads((dirs["project_dir"] / ".codex/config.toml").read_text())
+        assert "hooks" not in project
+    assert install("codex", scope, dirs, trust_hooks=True).changes == []
+    uninstall("codex", scope, dirs)
+    for path, original in originals.items():
+        if path.suffix == ".toml":
+            assert path.read_bytes() == original  # byte for byte
+        else:
+            assert read_json(path) == seeded[path]
+
+
+def test_codex_trust_the_user_gave_is_seen_and_removed_with_our_hooks(dirs: Dirs) -> None:
+    """Trust recorded by /hooks (Codex's own tables, after ours) counts as trusted on a
+    reinstall; uninstall removes it with the hooks, and keeps the user's other state."""
+    from mtl_mcp.operations.install.codex_trust import installed_trust
+
+    install("codex", "user", dirs)
+    codex = dirs["user_home"] / ".codex"
+    config = codex / "config.toml"
+    theirs = '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\nenabled = false\n'
+    tables = [
+        f'[hooks.state."{hook.key}"]\ntrusted_hash = "{hook.hash}"\n'
+        for hook, _ in installed_trust(codex / "hooks.json", config)
+    ]
+    write(config, config.read_text() + "\n" + "\n".join([theirs, *tables]))
+    plan = install("codex", "user", dirs)
+    assert plan.changes == []
+    assert any("Codex trusts the 3 mtl-mcp hooks already" in n for n in plan.notes)
+    uninstall("codex", "user", dirs)
+    assert config.read_text() == theirs
+    assert not (codex / "hooks.json").exists()
+
+
+def test_codex_trust_keeps_a_hook_the_user_disabled_disabled(dirs: Dirs) -> None:
+    install("codex", "user", dirs)
+    config = dirs["user_home"] / ".codex/config.toml"
+    key = f"{dirs['user_home']}/.codex/hooks.json:post_tool_use:0:0"
+    write(config, config.read_text() + f'\n[hooks.state."{key}"]\nenabled = false\n')
+    install("codex", "user", dirs, trust_hooks=True)
+    assert codex_states(dirs)[key]["enabled"] is False
+    assert codex_states(dirs)[key]["trusted_hash"].startswith("sha256:")
+
+
+def test_codex_moved_executable_is_untrusted_again_and_said_so(dirs: Dirs) -> None:
+    from mtl_mcp.operations.install.codex_trust import installed_trust
+
+    install("codex", "user", dirs, Launch("/old/mtl-mcp"), trust_hooks=True)
+    plan = install("codex", "user", dirs, Launch("/new/mtl-mcp"))
+    codex = dirs["user_home"] / ".codex"
+    statuses = installed_trust(codex / "hooks.json", codex / "config.toml")
+    assert [s for _, s in statuses] == ["modified"] * 3
+    assert any("/hooks" in n for n in plan.notes)
+    install("codex", "user", dirs, Launch("/new/mtl-mcp"), trust_hooks=True)
+    assert [s for _, s in installed_trust(codex / "hooks.json", codex / "config.toml")] == [
+        "trusted"
+    ] * 3
+
+
+def test_codex_trust_it_cannot_write_safely_is_skipped_with_a_note(dirs: Dirs) -> None:
+    config = write(dirs["user_home"] / ".codex/config.toml", "[hooks]\nstate = { a = {} }\n")
+    plan = install("codex", "user", dirs, trust_hooks=True)
+    assert any("trust in the hooks was not recorded" in n for n in plan.notes)
+    assert any("/hooks" in n for n in plan.notes)
+    assert tomllib.loads(config.read_text())["hooks"] == {"state": {"a": {}}}
+    assert "mtl-mcp" in tomllib.loads(config.read_text())["mcp_servers"]
+
+
+def test_trust_hooks_is_refused_for_the_other_clients(dirs: Dirs) -> None:
+    with pytest.raises(InputError, match="--trust-hooks is for codex"):
+        plan_install("claude-code", "user", LAUNCH, trust_hooks=True, **dirs)
+
+
+def test_doctor_says_whether_codex_runs_our_hooks(dirs: Dirs) -> None:
+    from mtl_mcp.operations.doctor import _codex_hooks
+
+    assert _codex_hooks(dirs["user_home"], dirs["project_dir"]) is None  # none installed
+    install("codex", "project", dirs)
+    check = _codex_hooks(dirs["user_home"], dirs["project_dir"])
+    assert check is not None and not check.ok and not check.required
+    assert "SessionStart untrusted" in check.detail and check.fix and "/hooks" in check.fix
+    install("codex", "project", dirs, trust_hooks=True)
+    check = _codex_hooks(dirs["user_home"], dirs["project_dir"])
+    assert check is not None and check.ok and "3 mtl-mcp hooks, all trusted" in check.detail

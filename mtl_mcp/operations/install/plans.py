@@ -5,13 +5,20 @@
 
 * Only our own entries are touched: the `mtl-mcp` key under `mcpServers` (JSON clients),
   the `[mcp_servers.mtl-mcp]` tables (Codex), hook handlers whose command runs an
-  `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` / `hook session-start`,
-  and Claude Code permission rules for the read-only tools. Every other key keeps its value
-  and order. JSON is rewritten with indent=2 and a trailing newline, and only when
-  something changed semantically (a no-op keeps the file's bytes).
+  `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` / `session-start` /
+  `tool-use`, Codex's trust in those (`[hooks.state."<key>"]`), and Claude Code permission
+  rules for the read-only tools. Every other key keeps its value and order. JSON is
+  rewritten with indent=2 and a trailing newline, and only when something changed
+  semantically (a no-op keeps the file's bytes).
 * Codex's TOML is edited as text: our tables are cut out, our block is appended, the rest
   stays byte for byte. The result must parse to exactly the old settings plus our server,
   otherwise nothing is written.
+* Codex runs a hook only once the user trusted it (`codex_trust`). Install never records
+  that trust unless asked (`trust_hooks`, the CLI's `--trust-hooks`): trusting is the
+  review Codex asks of the user for every command a hook runs, and `install` may well be
+  run by an assistant on the user's behalf. Asked, it records it, in the user's
+  config.toml, for exactly the handlers it wrote; otherwise a note says how to (`/hooks`).
+  Uninstall removes the trust recorded for the handlers it removes, whoever recorded it.
 * A permission rule is a bare string, so nothing in it says who wrote it: install records
   the rules it added in `.claude/mtl-mcp-install.json` beside the settings file, and
   uninstall removes exactly those. A rule the user had before install is never recorded,
@@ -35,8 +42,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from mtl_mcp.errors import ConfigError
+from mtl_mcp.errors import ConfigError, InputError
 from mtl_mcp.operations.install.codex_toml import codex_change
+from mtl_mcp.operations.install.codex_trust import hook_states, our_hooks, trust_status
 from mtl_mcp.operations.install.files import backup_copy, read_text, write_atomic
 from mtl_mcp.operations.install.json_configs import (
     ALLOW_RULES,
@@ -84,20 +92,22 @@ def plan_install(
     project_dir: Path,
     platform: str = sys.platform,
     hooks: bool = True,
+    trust_hooks: bool = False,
 ) -> Plan:
-    """What registering mtl-mcp (and, where the client has them, its session hooks) changes."""
+    """What registering mtl-mcp (and, where the client has them, its session hooks) changes.
+    `trust_hooks` (Codex only) also records Codex's trust in the hooks it writes."""
     paths = config_paths(
         client, scope, user_home=user_home, project_dir=project_dir, platform=platform
     )
+    if trust_hooks and client != "codex":
+        raise InputError("--trust-hooks is for codex: the other clients run hooks untrusted")
     notes = [_RESTART[client]]
     if client == "codex":
-        changes = [codex_change(paths.mcp, launch)]
-        notes.append(
-            f"Codex has no session hooks: distillation for Codex runs via {DISTILL_HINT} "
-            "(backfill), not a hook."
-        )
+        changes = _codex_install(paths, launch, hooks, trust_hooks, notes)
         if scope == "project":
-            notes.append("Codex reads <project>/.codex/config.toml only for trusted projects.")
+            notes.append(
+                "Codex reads <project>/.codex/config.toml and hooks.json only for trusted projects."
+            )
     elif client == "claude-code":
         changes = [json_change(paths.mcp, set_server(server_entry(client, launch)))]
         changes += _claude_settings(paths, launch if hooks else None)
@@ -120,6 +130,65 @@ def plan_install(
             "Project config files are often committed: they now hold this machine's paths."
         )
     return Plan(client, scope, [c for c in changes if c is not None], notes)
+
+
+def _codex_install(
+    paths: ConfigPaths, launch: Launch, hooks: bool, trust_hooks: bool, notes: list[str]
+) -> list[FileChange | None]:
+    """config.toml gains the server, hooks.json the hooks; with `trust_hooks`, the user's
+    config.toml records Codex's trust in exactly those. `notes` says whether Codex will run
+    them, and what to do if not."""
+    assert paths.hooks is not None and paths.trust is not None
+    if not hooks:
+        return [codex_change(paths.mcp, launch)]
+    hooks_change = json_change(paths.hooks, add_hooks("codex", launch))
+    text = hooks_change.after if hooks_change else read_text(paths.hooks)
+    ours = our_hooks(paths.hooks, load_json(paths.hooks, text))
+    if trust_hooks:
+        try:
+            changes = _codex_toml(paths, launch, trust={hook.key: hook.hash for hook in ours})
+        except ConfigError as exc:
+            notes.append(f"Codex's trust in the hooks was not recorded: {exc}")
+        else:
+            notes.append(_TRUSTED_NOTE.format(n=len(ours), file=paths.trust))
+            return [*changes, hooks_change]
+    states = hook_states(paths.trust)
+    if all(trust_status(hook, states) == "trusted" for hook in ours):
+        notes.append(f"Codex trusts the {len(ours)} mtl-mcp hooks already ({paths.trust}).")
+    else:
+        notes.append(_UNTRUSTED_NOTE.format(n=len(ours)))
+    return [codex_change(paths.mcp, launch), hooks_change]
+
+
+_TRUSTED_NOTE = (
+    "Recorded Codex's trust in the {n} mtl-mcp hooks in {file}, as /hooks in Codex would "
+    "(review them there at any time); editing them in hooks.json untrusts them."
+)
+_UNTRUSTED_NOTE = (
+    "Codex runs hooks only once you trust them, and `codex exec` skips untrusted ones "
+    "silently: until you do, Codex gets no session-start context, no recall on the plan and "
+    "no capture at session end. Start `codex`, type /hooks and trust the {n} mtl-mcp hooks "
+    "(or rerun this command with --trust-hooks, which records the same trust for exactly "
+    "these hooks)."
+)
+
+
+def _codex_toml(
+    paths: ConfigPaths,
+    launch: Launch | None,
+    *,
+    trust: dict[str, str] | None = None,
+    untrust: list[str] | None = None,
+) -> list[FileChange | None]:
+    """The server edit of config.toml and the trust edit of the user's config.toml: one
+    change when they are the same file (the user scope), two otherwise."""
+    assert paths.trust is not None
+    if paths.trust == paths.mcp:
+        return [codex_change(paths.mcp, launch, trust=trust, untrust=untrust or ())]
+    return [
+        codex_change(paths.mcp, launch),
+        codex_change(paths.trust, None, server=False, trust=trust, untrust=untrust or ()),
+    ]
 
 
 _PERMISSIONS_NOTE = (
@@ -175,7 +244,7 @@ def plan_uninstall(
     )
     notes = [_RESTART[client]]
     if client == "codex":
-        changes = [codex_change(paths.mcp, None)]
+        changes = _codex_uninstall(paths, notes)
     elif client == "claude-code":
         changes = [json_change(paths.mcp, del_server)]
         changes += _claude_settings_removal(paths, notes)
@@ -204,6 +273,24 @@ def _claude_settings_removal(paths: ConfigPaths, notes: list[str]) -> list[FileC
         json_change(paths.hooks, chain(del_hooks("claude-code"), del_allow_rules(added))),
         json_change(paths.permissions_record, set_record([])),
     ]
+
+
+def _codex_uninstall(paths: ConfigPaths, notes: list[str]) -> list[FileChange | None]:
+    """config.toml loses the server, hooks.json our hooks, and the user's config.toml the
+    trust recorded for exactly those hooks (by install or /hooks): left behind, it would
+    trust the same command at the same place again without a review."""
+    assert paths.hooks is not None and paths.trust is not None
+    ours = our_hooks(paths.hooks, load_json(paths.hooks, read_text(paths.hooks)))
+    states = hook_states(paths.trust)
+    untrust = [hook.key for hook in ours if trust_status(hook, states) in ("trusted", "disabled")]
+    changes = [json_change(paths.hooks, del_hooks("codex"))]
+    try:
+        return changes + _codex_toml(paths, None, untrust=untrust)
+    except ConfigError as exc:
+        if not untrust:
+            raise
+        notes.append(f"Codex's trust in the removed hooks stays in {paths.trust}: {exc}")
+        return [*changes, codex_change(paths.mcp, None)]
 
 
 def apply(plan: Plan) -> list[Path]:

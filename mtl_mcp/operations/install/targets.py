@@ -93,6 +93,8 @@ class ConfigPaths:
     hooks: Path | None  # where session hooks go; None when the client has none
     # Claude Code: which of settings.json's permission rules install added (see plans)
     permissions_record: Path | None = None
+    # Codex: the user's config.toml, the only file whose trust in hooks Codex reads
+    trust: Path | None = None
 
 
 def config_paths(
@@ -117,7 +119,9 @@ def config_paths(
         base = (user_home if user else project_dir) / ".cursor"
         return ConfigPaths(base / "mcp.json", base / "hooks.json")
     if client == "codex":
-        return ConfigPaths((user_home if user else project_dir) / ".codex" / "config.toml", None)
+        base = (user_home if user else project_dir) / ".codex"
+        trust = user_home / ".codex" / "config.toml"
+        return ConfigPaths(base / "config.toml", base / "hooks.json", trust=trust)
     if not user:
         raise InputError(
             "Claude Desktop has no project-level configuration: install it with the 'user' scope"
