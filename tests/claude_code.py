@@ -4,17 +4,15 @@
     result = claude.run(["-p", "fix the bug"], cwd=project)
     fake.message_requests[0].body                      # what Claude Code sent the model
 
-The npm package ships its native binary; it is installed once per machine into a cache
-folder (`MTL_MCP_TEST_CACHE`, default `~/.cache/mtl-mcp-tests`) and reused. Nothing here
-reaches the network but the npm registry at install time and 127.0.0.1 afterwards.
+The npm package ships its native binary; it is installed once per machine into the test
+cache and reused (`tests.npm_clients`, which pins the version). Nothing here reaches the
+network but the npm registry at install time and 127.0.0.1 afterwards.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -22,46 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.fake_anthropic import FakeAnthropic
-
-CLAUDE_CODE_VERSION = "2.1.332"
-PACKAGE = "@anthropic-ai/claude-code"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("MTL_MCP_TEST_CACHE") or Path.home() / ".cache" / "mtl-mcp-tests")
-
-
-def npm_binary(package: str, version: str, folder: str, binary_path: str) -> Path:
-    """An executable from an npm package of a pinned version, installed on first use into
-    `<cache>/<folder>`; `binary_path` is relative to the install's node_modules."""
-    prefix = cache_dir() / folder
-    binary = prefix / "node_modules" / binary_path
-    if binary.is_file():
-        return binary
-    prefix.mkdir(parents=True, exist_ok=True)
-    with (prefix.parent / f".{prefix.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # test processes installing at once install once
-        if not binary.is_file():
-            npm = shutil.which("npm")
-            assert npm, f"npm is needed to install {package} for the end-to-end tests"
-            subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                 "--loglevel=error", f"{package}@{version}"],
-                check=True,
-                timeout=600,
-            )  # fmt: skip
-    assert binary.is_file(), f"{package} installed no binary at {binary}"
-    return binary
+from tests.npm_clients import CLIENTS, npm_binary
 
 
 def claude_binary() -> Path:
     """The `claude` executable of the pinned version, installed from npm on first use."""
-    return npm_binary(
-        PACKAGE,
-        CLAUDE_CODE_VERSION,
-        f"claude-code-{CLAUDE_CODE_VERSION}",
-        f"{PACKAGE}/bin/claude.exe",
-    )
+    return npm_binary(CLIENTS["claude-code"])
 
 
 @dataclass

@@ -6,8 +6,8 @@
     codex.hooks(cwd)                         # the hooks Codex sees, and whether it trusts them
 
 The npm package ships a static native binary; it is installed once per machine into the
-test cache (see `tests.claude_code.npm_binary`). A user's `codex exec` talks to their login's
-provider; here `codex.command` is a two-line wrapper that adds, to `exec` only, a provider
+test cache (`tests.npm_clients` pins the version). A user's `codex exec` talks to their
+login's provider; here `codex.command` is a two-line wrapper that adds, to `exec` only, a provider
 whose base URL is the fake (`-c model_provider=...`, the one thing that differs from the
 command line mtl-mcp builds), and passes everything else through unchanged. The login is
 real: `codex login --with-api-key` with a dummy key, which `codex login status` reports.
@@ -25,19 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.claude_code import npm_binary
 from tests.fake_openai import FakeOpenAI
+from tests.npm_clients import CLIENTS, npm_binary
 
-CODEX_VERSION = "0.171.0"
-PACKAGE = "@openai/codex"
-# The platform package npm installs beside the JS launcher; the launcher needs node, this not.
-BINARY = "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
 PROVIDER_KEY_ENV = "FAKE_OPENAI_API_KEY"
 
 
 def codex_binary() -> Path:
     """The `codex` executable of the pinned version, installed from npm on first use."""
-    return npm_binary(PACKAGE, CODEX_VERSION, f"codex-{CODEX_VERSION}", BINARY)
+    return npm_binary(CLIENTS["codex"])
 
 
 @dataclass
