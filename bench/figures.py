@@ -154,7 +154,8 @@ def benchmarks() -> str:
             f"p50/p90 73/299 ms (issue); {num(solo['recall_ms_p50'])}/{num(solo['recall_ms_p90'])}"
             " ms `--in-process` in the same run",
             f"**p50/p90 {num(stress['recall_ms_p50'])}/{num(stress['recall_ms_p90'])} ms**,"
-            f" {num(stress['recalls_during_storm'])} recalls vs {num(solo['recalls_during_storm'])}",
+            f" {num(stress['recalls_during_storm'])} recalls vs"
+            f" {num(solo['recalls_during_storm'])}",
             "p90 <= 50 ms",
         ],
         [
@@ -452,6 +453,103 @@ def local_model() -> str:
     return table(["the fake model answers", "answers usable", "without a second request"], rows)
 
 
+# Team pool (docs/team.md) ---------------------------------------------------------------
+
+
+def team() -> str:
+    run, remote = result("team"), result("remote_pool")
+    small, big = run["snapshot_load"]["10000"], run["snapshot_load"]["100000"]
+    tiers, outage = run["recall_10k_plus_10k"], run["outage"]
+    batch, single = run["writes"]
+    steady, stalled = (remote["mcp_stdio_through_service"][k] for k in ("steady", "stalled"))
+    wall = outage["cli_recall_wall"]
+    rows = [
+        [
+            "snapshot load, 10,000-insight pool",
+            f"**{num(small['load_p50_ms'])} ms** (+{num(small['keyword_index_p50_ms'])} ms"
+            " keyword index)",
+            "",
+            "a fresh process's first load (rows and vectors over S3), median of 3",
+        ],
+        [
+            "snapshot load, 100,000-insight pool",
+            f"**{big['load_p50_ms'] / 1000:.2f} s** (+{num(big['keyword_index_p50_ms'])} ms"
+            " keyword index)",
+            "",
+            "the same; both run in the background after the first one",
+        ],
+        [
+            "recall p50, personal store alone (10,000)",
+            f"{num(tiers['personal_alone_p50_ms'], 1)} ms",
+            "",
+            "in process, 3-sentence plans, 200 calls",
+        ],
+        [
+            "recall p50, personal 10,000 + team 10,000",
+            f"{num(tiers['both_tiers_p50_ms'], 1)} ms: **{num(tiers['ratio'], 2)}x**",
+            "within 1.2x",
+            "alternating with the line above",
+        ],
+        [
+            "recall with the pool down, snapshot loaded",
+            f"{num(outage['loaded_snapshot_store_down_p50_ms'], 1)} ms"
+            f" ({num(outage['loaded_snapshot_healthy_p50_ms'], 1)} ms before it went down)",
+            "no added cost",
+            "a server's case: refreshes fail in the background; the previous run had it the"
+            " other way round (25.0 vs 34.2 ms): noise",
+        ],
+        [
+            "first recall of a new process, pool down",
+            f"**{outage['fresh_process_first_recall_refused_p50_ms'] / 1000:.2f} s** refused,"
+            f" **{outage['fresh_process_first_recall_silent_p50_ms'] / 1000:.2f} s** silent",
+            "a small fixed delay",
+            f"the {num(outage['first_load_wait_s'])} s first-load bound; `mtl-mcp recall` wall"
+            f" time: {wall['pool_silent']['extra_s']:+.2f} s over no pool (with the pool up:"
+            f" {wall['pool_up']['extra_s']:+.2f} s)",
+        ],
+        [
+            "writes, 4 machines x 50 insights at once",
+            f"**{num(batch['insights_per_s'])} insights/s** sharing"
+            f" {batch['insights_per_share_call']} per call ({num(batch['wall_s'], 1)} s);"
+            f" {num(single['insights_per_s'], 1)}/s one per call ({num(single['wall_s'])} s)",
+            "",
+            f"{batch['rows']} of {batch['statuses']['shared']} rows,"
+            f" {batch['duplicate_ids'] + single['duplicate_ids']} duplicate ids",
+        ],
+        [
+            "recall p50 over MCP stdio, pool 20 ms away (personal"
+            f" {num(remote['setup']['personal_insights'])} + team"
+            f" {num(remote['setup']['pool_insights'])})",
+            f"{num(steady['two_tier']['p50_ms'], 1)} ms vs"
+            f" {num(steady['personal_alone']['p50_ms'], 1)} ms alone:"
+            f" **{num(steady['ratio_p50'], 2)}x** (p90 {num(steady['two_tier']['p90_ms'], 1)} vs"
+            f" {num(steady['personal_alone']['p90_ms'], 1)} ms); 1.11x before the fix below"
+            " (41.0 vs 37.1 ms)",
+            "within 1.2x",
+            "`bench/remote_pool.py`: through the relay and the service, alternating,"
+            f" {steady['personal_alone']['n']} calls each",
+        ],
+        [
+            "the same with the pool's server stalled, a pool nobody shared to yet",
+            f"**{num(stalled['empty']['p50_ms'], 1)} ms** (2,036 ms before)",
+            "no added cost",
+            f"{num(stalled['seconds'])} s of stall, longer than a refresh interval; a loaded"
+            f" pool: {num(stalled['both']['p50_ms'], 1)} ms (35.3 before)",
+        ],
+        [
+            "bytes stored per insight",
+            f"**{num(batch['bytes_per_insight_compacted'])}** once compacted (real ~50-word"
+            f" lessons); {num(small['bytes_per_insight'])} for the synthetic pools;"
+            f" {batch['bytes_per_insight'] / 1000:.1f} KB ({batch['insights_per_share_call']} per"
+            f" call) and {num(single['bytes_per_insight'] / 1000)} KB (one per call) right after"
+            " the burst",
+            "",
+            "every object under the pool's prefix over its rows; the 1,536-byte vector dominates",
+        ],
+    ]
+    return table(["what", "measured", "target", "how"], rows)
+
+
 # Reference (docs/reference.md) ----------------------------------------------------------
 
 
@@ -486,6 +584,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     "relevance-floor": relevance_floor,
     "local-model": local_model,
     "tool-output": tool_output,
+    "team": team,
 }
 
 

@@ -47,7 +47,8 @@ def visible_commands(group: click.Group, prefix: str = "") -> list[str]:
 @pytest.mark.parametrize("command", visible_commands(cli))
 def test_every_command_is_in_the_docs(command: str) -> None:
     """Each visible CLI command, subcommands included, appears as `mtl-mcp <command>`."""
-    assert re.search(rf"mtl-mcp {re.escape(command)}(?![\w-])", all_docs()), (
+    documented = re.search(rf"mtl-mcp {re.escape(command)}(?![\w-])", all_docs()) is not None
+    assert documented, (
         f"`mtl-mcp {command}` is in no page: add a row for it to the CLI table in docs/reference.md"
     )
 
