@@ -16,6 +16,7 @@ from mcp.client import Client
 from mtl_mcp.cli import cli
 from mtl_mcp.config import HOME_ENV, Settings
 from mtl_mcp.server.app import build_server
+from tests.npm_clients import CLIENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -134,3 +135,16 @@ def test_the_figures_are_those_in_bench_results() -> None:
         timeout=60,
     )
     assert check.returncode == 0, check.stderr
+
+
+def test_the_client_versions_named_are_the_pinned_ones() -> None:
+    """A client version the docs say a test ran ("real binary 2.1.332") is one pinned in
+    tests/npm_clients.py, so bumping a pin leaves no stale claim."""
+    pinned = {client.version for client in CLIENTS.values()}
+    claims = re.findall(r"real (?:binary|[A-Z][\w ]*?) (\d+\.\d+\.\d+)", all_docs())
+    assert claims, "the docs name no client version verified by a test"
+    stale = sorted(set(claims) - pinned)
+    assert not stale, (
+        f"the docs say tests ran client versions {', '.join(stale)}, but tests/npm_clients.py "
+        f"pins {', '.join(sorted(pinned))}: update the README's client table and docs/clients.md"
+    )
