@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -119,14 +120,22 @@ _OTHER_STATUS = (
 
 
 def is_loopback(url: str) -> bool:
-    """Whether `url` names this machine (127.0.0.0/8, ::1, localhost)."""
-    host = (urlsplit(url).hostname or "").lower()
+    """Whether `url` names this machine: localhost, 127.0.0.0/8 and ::1 in any form the
+    resolver reads (127.1, ::ffff:127.0.0.1), and 0.0.0.0 or ::, which connect here (Ollama's
+    docs use http://0.0.0.0:11434)."""
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        try:  # the shorthand forms getaddrinfo accepts too: 127.1, 2130706433, 0x7f.1
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 def api_key(settings: Settings) -> str | None:
