@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import NotFoundError, StoreReadOnly
+from mtl_mcp.errors import NotFoundError, StoreError, StoreReadOnly
 from mtl_mcp.memory.feedback import FeedbackIndex, Verdict
 from mtl_mcp.schemas import (
     GivenInsight,
@@ -49,6 +49,7 @@ class Loop:
         self._lock = threading.Lock()
         self._pending: list[RecallEntry] = []
         self._unwritable = False  # a read-only data directory refused the ledger (logged)
+        self._unreadable_logged = False  # recall went on without a ledger it could not read
         self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
 
     def note(
@@ -101,8 +102,14 @@ class Loop:
         return found[:limit]
 
     def shown(self, session_id: str) -> set[str]:
-        """The insights already put in front of the model in one session."""
-        return {hit.id for entry in self.session_recalls(session_id) for hit in entry.hits}
+        """The insights already put in front of the model in one session (those this
+        process knows of, while the ledger cannot be read: `_unreadable`)."""
+        try:
+            recalls = self.session_recalls(session_id)
+        except StoreError as exc:
+            self._unreadable(exc)
+            recalls = self._unwritten(session_id)
+        return {hit.id for entry in recalls for hit in entry.hits}
 
     def add_verdicts(
         self,
@@ -114,21 +121,34 @@ class Loop:
     def feedback(self) -> FeedbackIndex | None:
         """The verdicts that count, indexed for recall (None when there are none): those
         with a plan, less those given before a person reinstated their insight. Rebuilt
-        only when verdicts changed, in any process."""
+        only when verdicts changed, in any process. None too while the ledger cannot be
+        read (`_unreadable`)."""
         stamp = self.ledger.verdict_stamp()
         cached = self._feedback
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        reinstated = self.ledger.reinstatements()
+        try:
+            reinstated = self.ledger.reinstatements()
+            rows = self.ledger.verdict_vectors()
+        except StoreError as exc:
+            self._unreadable(exc)
+            return None  # not cached: once the ledger reads again, so does feedback
         verdicts = [
             Verdict(e.insight, e.verdict, vector, e.session_id, e.mode)
-            for e, vector in self.ledger.verdict_vectors()
+            for e, vector in rows
             if vector is not None
             and not (e.insight in reinstated and e.at <= reinstated[e.insight])
         ]
         index = FeedbackIndex(verdicts) if verdicts else None
         self._feedback = (stamp, index)
         return index
+
+    def _unreadable(self, exc: StoreError) -> None:
+        """The ledger holds only history: a damaged or busy one must not take recall down
+        with it (`sessions`, `stats` and `show` still say what to do). Logged once."""
+        if not self._unreadable_logged:
+            logger.warning("recall goes on without the ledger's verdicts and history: %s", exc)
+        self._unreadable_logged = True
 
     def forget(self, ids: Collection[str]) -> int:
         """Remove every ledger row about these insights, written or not."""
