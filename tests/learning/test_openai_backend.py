@@ -591,6 +591,31 @@ def test_every_spelling_of_this_machine_is_local_no_key_no_proxy(
     assert not is_loopback("http://10.0.0.7:11434/v1") and not is_loopback("http://ollama.lan/v1")
 
 
+def test_a_password_in_the_base_url_is_used_but_never_shown(
+    fake: FakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway behind basic auth (https://user:password@host/v1): the request carries the
+    credentials, but no message names them: not doctor's, not `distill`'s, not the error
+    the queued job keeps in the spool."""
+    password = "S3cretPw" + "9871"
+    url = fake.base_url.replace("://", f"://bob:{password}@")
+    settings = local(fake, monkeypatch, MTL_MCP_OPENAI_BASE_URL=url)
+    fake.reply_status(500, text="overloaded")
+    with pytest.raises(DistillUnavailable) as caught:
+        ask(OpenAIBackend(settings))
+    assert fake.chat_requests[0].headers["authorization"].startswith("Basic ")
+    down = replace(
+        settings, openai_base_url=url.replace(fake.origin.rsplit(":", 1)[1], str(free_port()))
+    )
+    monkeypatch.setenv("MTL_MCP_OPENAI_BASE_URL", down.openai_base_url)
+    outcome = distil_file(claude_code_transcript(tmp_path / "session.jsonl"))
+    said = [str(caught.value), endpoint_check(down).detail, json.dumps(outcome)]
+    said += [json.dumps(job.model_dump(mode="json")) for job in queued_jobs(down)]
+    assert outcome["status"] == "waiting" and "bob:" not in said[1]
+    for text in said:
+        assert password not in text, text
+
+
 def test_the_key_is_sent_as_a_bearer_token_and_never_shown(
     fake: FakeChat, monkeypatch: pytest.MonkeyPatch
 ) -> None:
