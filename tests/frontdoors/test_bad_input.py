@@ -239,6 +239,12 @@ CLI_ROWS = [
         stdin=HOOK_INPUT,
     ),
     Row("sessions, damaged ledger", ["sessions"], LEDGER_DAMAGED, 1, "damaged ledger"),
+    Row(
+        "serve http on a port that cannot exist",
+        ["serve", "--transport", "http", "--port", "99999"],
+        "99999 is not in the range 1<=x<=65535",
+        2,
+    ),
     # 8. destructive commands off a terminal refuse without --yes
     Row("forget off a terminal", ["forget", "{id}"], NO_TERMINAL, 2, unchanged=True),
     Row(
