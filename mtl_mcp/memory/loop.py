@@ -49,7 +49,7 @@ class Loop:
         self._lock = threading.Lock()
         self._pending: list[RecallEntry] = []
         self._unwritable = False  # a read-only data directory refused the ledger (logged)
-        self._unreadable_logged = False  # recall went on without a ledger it could not read
+        self._unreadable_logged = False  # the ledger failed (said once until it works again)
         self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
 
     def note(
@@ -68,8 +68,9 @@ class Loop:
             self._pending.append(entry)
 
     def flush(self) -> None:
-        """Write the recalls noted since the last flush; kept for the next one on failure
-        (at most PENDING_MAX), dropped when the data directory is read-only (said once)."""
+        """Write the recalls noted since the last flush; kept for the next one while the
+        ledger cannot take them (at most PENDING_MAX; said once, not at every flush),
+        dropped when the data directory is read-only (said once)."""
         with self._lock:
             pending, self._pending = self._pending, []
         try:
@@ -78,11 +79,18 @@ class Loop:
             if not self._unwritable:
                 logger.info("the recall ledger is not written: %s", exc)
             self._unwritable = True
-        except BaseException:
+        except BaseException as exc:
             with self._lock:
                 self._pending[:0] = pending
                 del self._pending[:-PENDING_MAX]
-            raise
+            if not isinstance(exc, StoreError):
+                raise
+            if not self._unreadable_logged:
+                logger.warning("the recall ledger is not written now (kept for later): %s", exc)
+            self._unreadable_logged = True
+        else:
+            if pending:  # written: a problem from now on is said again
+                self._unreadable_logged = False
 
     def _unwritten(self, session_id: str | None) -> list[RecallEntry]:
         with self._lock:

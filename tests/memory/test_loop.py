@@ -111,8 +111,8 @@ def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_rem
     store: Memory,
 ) -> None:
     """The ledger holds only history: while its file is not SQLite, recall and the
-    plan-triggered recall still answer (without a note twice in this process); once it is
-    deleted, verdicts count again."""
+    plan-triggered recall still answer (without a note twice in this process) and their
+    recalls wait; once it is deleted, they are written and verdicts count again."""
     [wrong] = store.record([WRONG])
     store.record(distinct_lessons(20, offset=40))
     store.loop.ledger.path.write_bytes(b"not a database at all" * 200)
@@ -121,7 +121,12 @@ def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_rem
     first = store.recall_for_session(DATES, origin)
     again = store.recall_for_session(DATES, origin)
     assert first and again and not {h.id for h in first} & {h.id for h in again}
+    store.flush()  # the ledger cannot take them: they wait
     store.loop.ledger.path.unlink()
+    store.flush()
+    assert [h.id for r in store.loop.ledger.recalls(session_id="s1") for h in r.hits] == [
+        h.id for h in again + first
+    ]
     misled = VerdictEntry(session_id="s1", insight=str(wrong.id), verdict="misled", plan=DATES)
     store.record_verdicts([misled])
     assert wrong.id not in {h.id for h in store.recall(DATES, k=5)}
