@@ -79,18 +79,21 @@ def resolve_project(path: Path | str) -> ProjectRef:
 
 
 def current_project(
-    explicit: str | None = None, project_dir: str | None = None
+    explicit: str | None = None, project_dir: str | None = None, cwd: str | None = None
 ) -> ProjectRef | None:
     """The project named by the caller, else the client's project dir (Claude Code's
     `$CLAUDE_PROJECT_DIR` of the window asking), else None.
 
-    An explicit value that is an existing folder is resolved like a path; any other value
-    is taken as an identity as given.
+    An explicit value that is an existing folder is resolved like a path, a relative one
+    from the caller's folder `cwd` (never this process's: the shared service runs in the
+    data directory, and an HTTP server's folder says nothing of its clients'); any other
+    value is taken as an identity as given.
     """
     if explicit:
-        candidate = Path(explicit).expanduser()
-        if candidate.is_dir():
-            return resolve_project(candidate)
+        named = Path(explicit).expanduser()
+        folder = named if named.is_absolute() else Path(cwd, named) if cwd else None
+        if folder is not None and folder.is_dir():
+            return resolve_project(folder)
         return ProjectRef(id=explicit, name=explicit.rsplit("/", 1)[-1])
     if project_dir:
         return resolve_project(project_dir)
@@ -114,7 +117,7 @@ def window_project(
     stdio or HTTP, the service, the hooks): the caller's argument, else the client's
     project dir ($CLAUDE_PROJECT_DIR), else its first file root (MCP roots), else the
     folder the client runs in, unless that is nobody's project (`is_no_project`)."""
-    if found := current_project(explicit, project_dir):
+    if found := current_project(explicit, project_dir, cwd):
         return found
     for folder in (root, cwd):
         if folder and not is_no_project(folder):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mtl_mcp.project import current_project, normalize_remote, resolve_project
+from mtl_mcp.project import current_project, normalize_remote, resolve_project, window_project
 
 
 def make_repo(path: Path, origin: str | None = None) -> Path:
@@ -77,3 +77,17 @@ def test_current_project_prefers_argument_then_the_windows_project_dir(
     assert current_project() is None
     assert current_project(None, str(repo)).id == "github.com/acme/r"
     assert current_project("someone/else", str(repo)).id == "someone/else"
+
+
+def test_a_relative_project_is_the_callers_folder_not_this_processs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`project="."` names the caller's folder; with no folder known (HTTP) it is taken as
+    an identity as given, never resolved against the server's own working directory."""
+    repo = make_repo(tmp_path / "r", "https://github.com/acme/r")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # this process's folder: the service's, say
+    assert current_project(".", cwd=str(repo)).id == "github.com/acme/r"
+    (repo / "sub").mkdir()
+    assert window_project("..", cwd=str(repo / "sub")).id == "github.com/acme/r"
+    assert current_project(".").id == "."

@@ -19,7 +19,13 @@ from mtl_mcp.cli.app import common, echo_json, json_option, settings
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address for --transport http."
 )
-@click.option("--port", default=8765, show_default=True, help="Port for --transport http.")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port for --transport http.",
+)
 @click.option(
     "--token",
     envvar="MTL_MCP_TOKEN",

@@ -221,8 +221,10 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
             state.done = True
         return ""
     answer = _recall(call, plan[-PLAN_MAX_CHARS:], state.shown, settings, started)
-    if answer is None:
-        state.waiting = plan  # no service yet, or past the budget: the next call tries again
+    if answer is None:  # no service yet, or past the budget: the next call tries again
+        from mtl_mcp.text.redact import redact  # only here: the common path stays lean
+
+        state.waiting = redact(plan)  # kept on disk for days, as the ledger keeps plans
         return ""
     notes, ids = answer
     state.done, state.failures, state.waiting = True, 0, None

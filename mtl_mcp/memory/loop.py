@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import NotFoundError, StoreReadOnly
+from mtl_mcp.errors import NotFoundError, StoreError, StoreReadOnly
 from mtl_mcp.memory.feedback import FeedbackIndex, Verdict
 from mtl_mcp.schemas import (
     GivenInsight,
@@ -49,6 +49,7 @@ class Loop:
         self._lock = threading.Lock()
         self._pending: list[RecallEntry] = []
         self._unwritable = False  # a read-only data directory refused the ledger (logged)
+        self._unreadable_logged = False  # the ledger failed (said once until it works again)
         self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
 
     def note(
@@ -67,8 +68,9 @@ class Loop:
             self._pending.append(entry)
 
     def flush(self) -> None:
-        """Write the recalls noted since the last flush; kept for the next one on failure
-        (at most PENDING_MAX), dropped when the data directory is read-only (said once)."""
+        """Write the recalls noted since the last flush; kept for the next one while the
+        ledger cannot take them (at most PENDING_MAX; said once, not at every flush),
+        dropped when the data directory is read-only (said once)."""
         with self._lock:
             pending, self._pending = self._pending, []
         try:
@@ -77,11 +79,18 @@ class Loop:
             if not self._unwritable:
                 logger.info("the recall ledger is not written: %s", exc)
             self._unwritable = True
-        except BaseException:
+        except BaseException as exc:
             with self._lock:
                 self._pending[:0] = pending
                 del self._pending[:-PENDING_MAX]
-            raise
+            if not isinstance(exc, StoreError):
+                raise
+            if not self._unreadable_logged:
+                logger.warning("the recall ledger is not written now (kept for later): %s", exc)
+            self._unreadable_logged = True
+        else:
+            if pending:  # written: a problem from now on is said again
+                self._unreadable_logged = False
 
     def _unwritten(self, session_id: str | None) -> list[RecallEntry]:
         with self._lock:
@@ -101,8 +110,14 @@ class Loop:
         return found[:limit]
 
     def shown(self, session_id: str) -> set[str]:
-        """The insights already put in front of the model in one session."""
-        return {hit.id for entry in self.session_recalls(session_id) for hit in entry.hits}
+        """The insights already put in front of the model in one session (those this
+        process knows of, while the ledger cannot be read: `_unreadable`)."""
+        try:
+            recalls = self.session_recalls(session_id)
+        except StoreError as exc:
+            self._unreadable(exc)
+            recalls = self._unwritten(session_id)
+        return {hit.id for entry in recalls for hit in entry.hits}
 
     def add_verdicts(
         self,
@@ -114,21 +129,34 @@ class Loop:
     def feedback(self) -> FeedbackIndex | None:
         """The verdicts that count, indexed for recall (None when there are none): those
         with a plan, less those given before a person reinstated their insight. Rebuilt
-        only when verdicts changed, in any process."""
+        only when verdicts changed, in any process. None too while the ledger cannot be
+        read (`_unreadable`)."""
         stamp = self.ledger.verdict_stamp()
         cached = self._feedback
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        reinstated = self.ledger.reinstatements()
+        try:
+            reinstated = self.ledger.reinstatements()
+            rows = self.ledger.verdict_vectors()
+        except StoreError as exc:
+            self._unreadable(exc)
+            return None  # not cached: once the ledger reads again, so does feedback
         verdicts = [
             Verdict(e.insight, e.verdict, vector, e.session_id, e.mode)
-            for e, vector in self.ledger.verdict_vectors()
+            for e, vector in rows
             if vector is not None
             and not (e.insight in reinstated and e.at <= reinstated[e.insight])
         ]
         index = FeedbackIndex(verdicts) if verdicts else None
         self._feedback = (stamp, index)
         return index
+
+    def _unreadable(self, exc: StoreError) -> None:
+        """The ledger holds only history: a damaged or busy one must not take recall down
+        with it (`sessions`, `stats` and `show` still say what to do). Logged once."""
+        if not self._unreadable_logged:
+            logger.warning("recall goes on without the ledger's verdicts and history: %s", exc)
+        self._unreadable_logged = True
 
     def forget(self, ids: Collection[str]) -> int:
         """Remove every ledger row about these insights, written or not."""

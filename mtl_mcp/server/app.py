@@ -344,7 +344,7 @@ def build_server(
             project_dir, cwd = os.environ.get("CLAUDE_PROJECT_DIR"), os.getcwd()
         else:
             project_dir = cwd = None
-        if found := current_project(explicit, project_dir):
+        if found := current_project(explicit, project_dir, cwd):
             return found
         root = await first_file_root(ctx) if ctx is not None else None
         return window_project(root=root, cwd=cwd)

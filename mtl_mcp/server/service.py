@@ -36,6 +36,7 @@ from typing import Any
 from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.files import open_private, private_dir, write_private
 from mtl_mcp.operations.service import Rendezvous, uses_unix_sockets
+from mtl_mcp.text.redact import uri_without_secrets
 from mtl_mcp.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -187,22 +188,12 @@ class Service:
 def serves(settings: Settings) -> dict[str, Any]:
     """What a service serves, to tell its status apart from another's: never a secret."""
     return {
-        "store_uri": _without_secrets(settings.store_uri),
-        "team_uri": _without_secrets(settings.team_uri) or None,
+        "store_uri": uri_without_secrets(settings.store_uri),
+        "team_uri": uri_without_secrets(settings.team_uri) or None,
         "embed_model": settings.embed_model,
         "dedup_threshold": settings.dedup_threshold,
         "distill_backend": settings.distill_backend,
     }
-
-
-def _without_secrets(uri: str) -> str:
-    """An object-store URI without user info, query or fragment (a token may sit there)."""
-    if "://" not in uri:
-        return uri
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(uri)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
 def _rss_mb() -> float | None:

@@ -93,7 +93,7 @@ class Ledger:
         """A connection in a transaction (committed at the end of the block)."""
         try:
             with self._lock:
-                if not self._ready:
+                if not self._ready or not self.path.exists():  # deleted, as a damaged one is
                     self._create()
             connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
         except (sqlite3.Error, OSError) as exc:
@@ -383,9 +383,16 @@ class Ledger:
         if not ids or not self.exists():
             return 0
         removed = 0
+        touched: set[int] = set()  # recalls that gave one of them
         with self._connection() as db:
             for chunk in _chunks(sorted(ids)):
                 marks = ", ".join("?" * len(chunk))
+                touched.update(
+                    number
+                    for (number,) in db.execute(
+                        f"SELECT recall FROM recalled WHERE insight IN ({marks})", chunk
+                    )
+                )
                 removed += db.execute(
                     f"DELETE FROM recalled WHERE insight IN ({marks})", chunk
                 ).rowcount
@@ -393,7 +400,15 @@ class Ledger:
                     f"DELETE FROM verdicts WHERE insight IN ({marks})", chunk
                 ).rowcount
                 db.execute(f"DELETE FROM reinstated WHERE insight IN ({marks})", chunk)
-            db.execute("DELETE FROM recalls WHERE id NOT IN (SELECT recall FROM recalled)")
+            # A recall that gave nothing else goes too (its plan matched them); one that
+            # gave nothing at all was never about them, and stays.
+            for chunk in _chunks(sorted(touched)):
+                marks = ", ".join("?" * len(chunk))
+                db.execute(
+                    f"DELETE FROM recalls WHERE id IN ({marks}) "
+                    "AND id NOT IN (SELECT recall FROM recalled)",
+                    chunk,
+                )
         self._vacuum()
         self._touch()
         return removed

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["SecretFinding", "find_secrets", "redact"]
+__all__ = ["SecretFinding", "find_secrets", "redact", "uri_without_secrets"]
 
 
 @dataclass(frozen=True)
@@ -424,3 +424,14 @@ def redact(text: str) -> str:
         parts.append(text[pos:])
         text = "".join(parts)
     return text
+
+
+def uri_without_secrets(uri: str) -> str:
+    """A URI as it may be shown: without user info, query or fragment (a password or a
+    token may sit there). A path without a scheme is returned as it is."""
+    if "://" not in uri:
+        return uri
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"

@@ -59,6 +59,7 @@ NEW = [
 HOOK_INPUT = json.dumps({"session_id": "s1", "cwd": "/tmp", "hook_event_name": "SessionStart"})
 IS_A_FILE = "is a file, but mtl-mcp keeps its data in a directory there"
 READ_ONLY = "the data directory is read-only for mtl-mcp"
+LEDGER_DAMAGED = "is damaged (file is not a database): delete it"
 NO_TERMINAL = "stdin is not a terminal to confirm it: nothing was changed; pass --yes"
 FOREIGN = ("Traceback", "pydantic", "errors.pydantic.dev")
 
@@ -146,6 +147,10 @@ def prepare_home(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> d
         return {"home": str(home), "id": "ins_0123456789abcdef", "backup": "none"}
     if kind == "store":
         return make_store(home)
+    if kind == "damaged ledger":  # the recall ledger's file is not SQLite any more
+        made = make_store(home)
+        (home / "ledger.sqlite").write_bytes(b"not a database at all" * 200)
+        return made
     if kind == "read-only":
         made: dict[str, str] = request.getfixturevalue("read_only_store")
         return made
@@ -169,7 +174,7 @@ class Row:
     args: list[str]
     expect: str
     code: int
-    home: str = "store"  # store | file | read-only | spooled binary
+    home: str = "store"  # store | file | read-only | damaged ledger | spooled binary
     stdin: str | None = None  # None: </dev/null, as in a script
     unchanged: bool = False  # the store must keep every insight
 
@@ -222,6 +227,23 @@ CLI_ROWS = [
         0,
         "read-only",
         stdin=HOOK_INPUT,
+    ),
+    # a damaged recall ledger: it holds only history, so recall goes on; its reports say
+    Row("recall, damaged ledger", ["recall", PLAN], REPRO["title"], 0, "damaged ledger"),
+    Row(
+        "hook session-start, damaged ledger",
+        ["hook", "session-start"],
+        REPRO["title"],
+        0,
+        "damaged ledger",
+        stdin=HOOK_INPUT,
+    ),
+    Row("sessions, damaged ledger", ["sessions"], LEDGER_DAMAGED, 1, "damaged ledger"),
+    Row(
+        "serve http on a port that cannot exist",
+        ["serve", "--transport", "http", "--port", "99999"],
+        "99999 is not in the range 1<=x<=65535",
+        2,
     ),
     # 8. destructive commands off a terminal refuse without --yes
     Row("forget off a terminal", ["forget", "{id}"], NO_TERMINAL, 2, unchanged=True),
@@ -415,6 +437,14 @@ MCP_CALLS = [
     # 9. MTL_MCP_HOME points at a file
     Call("recall, home is a file", "recall_insights", {"plan": PLAN}, IS_A_FILE, home="file"),
     Call("list, home is a file", "list_memories", {}, IS_A_FILE, home="file"),
+    Call(
+        "recall, damaged ledger",
+        "recall_insights",
+        {"plan": PLAN},
+        REPRO["title"],
+        False,
+        "damaged ledger",
+    ),
     # 10. a read-only store
     Call(
         "recall, read-only", "recall_insights", {"plan": PLAN}, REPRO["title"], False, "read-only"

@@ -231,3 +231,32 @@ def test_the_session_start_hook_agrees_with_in_process_context(world: World) -> 
         for folder in (a, b):
             printed = hook(world.env(False), "session-start", {"cwd": str(folder)}).stdout
             assert printed == expected[folder], running
+
+
+async def test_a_relative_project_argument_means_the_windows_folder_through_every_door(
+    world: World,
+) -> None:
+    """`project="."` (or "../cli") from a window in a project folder names that folder's
+    project, in-process and through the shared service (which runs in the data directory),
+    for recall and record alike, as `mtl-mcp recall --project .` there does."""
+    a, b, _ = world.folders
+    expected = {folder: world.expected(False, folder) for folder in (a, b)}
+    drafts = iter(distinct_lessons(2, offset=190))
+    for service in ("0", "1"):
+        async with stdio_window(world.env(False, MTL_MCP_SERVICE=service), cwd=a) as window:
+            for relative, folder in ((".", a), (f"../{b.name}", b)):
+                for plan, call in itertools.product(PLANS, CALLS):
+                    got = await recall_ids(window, plan, project=relative, **call)
+                    assert got == expected[folder][plan, call["scope"], call["k"]], service
+            recorded = await tool(
+                window, "record_session", summary="done", insights=[next(drafts)], project="."
+            )
+        memory = world.memory(team=False)
+        try:
+            assert memory.get(recorded["results"][0]["id"]).project == resolve_project(a).id
+        finally:
+            memory.close()
+    got = cli_json(
+        world.env(False), "recall", PLANS[0], "--scope", "this-project", "--project", ".", cwd=a
+    )
+    assert [r["id"] for r in got["results"]] == expected[a][PLANS[0], "this-project", 3]

@@ -17,9 +17,10 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings
+from mtl_mcp.hooks.fast import STATE_FOLDER
 from mtl_mcp.operations.service import request
 from mtl_mcp.server.calls import ServiceMemory
-from tests.conftest import distinct_lessons
+from tests.conftest import LEAKED, distinct_lessons
 
 pytestmark = pytest.mark.slow
 
@@ -292,3 +293,17 @@ def test_a_note_in_the_session_start_context_is_not_recalled_again(
     at_start = {h.id for r in shown_at_start for h in r.hits}
     assert not set(notes) & at_start
     assert best.id not in notes or best.id not in at_start
+
+
+def test_a_plan_waiting_for_the_service_is_kept_without_its_secrets(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """With no service yet, the hook keeps the plan in the session's state for a later
+    tool call, on disk for days: redacted, as the ledger keeps plans."""
+    session = Session(settings, tmp_path, session="s-secret")
+    session.prompt("Deploy the nightly report job again; it fails on the first of the month.")
+    session.say(f"{PLAN} The job runs with AWS_ACCESS_KEY_ID={LEAKED} in its environment.")
+    assert session.tool() == ""  # no service answered: one is starting
+    [state] = (settings.home / STATE_FOLDER).glob("*.json")
+    waiting = json.loads(state.read_text())["waiting"]
+    assert LEAKED not in state.read_text() and waiting.startswith(PLAN)

@@ -566,6 +566,56 @@ def test_a_remote_endpoint_is_a_paid_api_with_the_daily_budget_and_openai_api_ke
         check_budget(remote, backend, 20_000)
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.1", "localhost."])
+def test_every_spelling_of_this_machine_is_local_no_key_no_proxy(
+    host: str, fake: FakeChat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base URL naming this machine in another form (Ollama's docs write 0.0.0.0) is local:
+    OPENAI_API_KEY is not sent to it, and no proxy from the environment carries the digest
+    off the machine (a dead one here: the request must not go through it)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(proxy, f"http://127.0.0.1:{free_port()}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    url = fake.base_url.replace("127.0.0.1", host)
+    settings = local(fake, monkeypatch, MTL_MCP_OPENAI_BASE_URL=url)
+    backend = OpenAIBackend(settings)
+    assert backend.local and api_key(settings) is None
+    if host == "localhost.":  # not every resolver reads the root-qualified name
+        return
+    ask(backend)
+    assert "authorization" not in fake.chat_requests[0].headers
+    for mapped in ("http://[::ffff:127.0.0.1]:1/v1", "http://[::]:1/v1", "http://2130706433/v1"):
+        assert is_loopback(mapped)
+    assert not is_loopback("http://10.0.0.7:11434/v1") and not is_loopback("http://ollama.lan/v1")
+
+
+def test_a_password_in_the_base_url_is_used_but_never_shown(
+    fake: FakeChat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway behind basic auth (https://user:password@host/v1): the request carries the
+    credentials, but no message names them: not doctor's, not `distill`'s, not the error
+    the queued job keeps in the spool."""
+    password = "S3cretPw" + "9871"
+    url = fake.base_url.replace("://", f"://bob:{password}@")
+    settings = local(fake, monkeypatch, MTL_MCP_OPENAI_BASE_URL=url)
+    fake.reply_status(500, text="overloaded")
+    with pytest.raises(DistillUnavailable) as caught:
+        ask(OpenAIBackend(settings))
+    assert fake.chat_requests[0].headers["authorization"].startswith("Basic ")
+    down = replace(
+        settings, openai_base_url=url.replace(fake.origin.rsplit(":", 1)[1], str(free_port()))
+    )
+    monkeypatch.setenv("MTL_MCP_OPENAI_BASE_URL", down.openai_base_url)
+    outcome = distil_file(claude_code_transcript(tmp_path / "session.jsonl"))
+    said = [str(caught.value), endpoint_check(down).detail, json.dumps(outcome)]
+    said += [json.dumps(job.model_dump(mode="json")) for job in queued_jobs(down)]
+    assert outcome["status"] == "waiting" and "bob:" not in said[1]
+    for text in said:
+        assert password not in text, text
+
+
 def test_the_key_is_sent_as_a_bearer_token_and_never_shown(
     fake: FakeChat, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,3 +105,28 @@ def test_purging_an_insight_removes_its_ledger_rows(store: Memory) -> None:
     assert store.history(str(gone.id)).verdicts == [] and store.history(str(gone.id)).recalls == []
     assert str(gone.id).encode() not in store.loop.ledger.path.read_bytes()
     assert [h.id for h in store.loop.ledger.recalls()[0].hits] == [kept.id]
+
+
+def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_remade(
+    store: Memory,
+) -> None:
+    """The ledger holds only history: while its file is not SQLite, recall and the
+    plan-triggered recall still answer (without a note twice in this process) and their
+    recalls wait; once it is deleted, they are written and verdicts count again."""
+    [wrong] = store.record([WRONG])
+    store.record(distinct_lessons(20, offset=40))
+    store.loop.ledger.path.write_bytes(b"not a database at all" * 200)
+    assert wrong.id in {h.id for h in store.recall(DATES, k=5)}
+    origin = RecallOrigin(session_id="s1", trigger="hook")
+    first = store.recall_for_session(DATES, origin)
+    again = store.recall_for_session(DATES, origin)
+    assert first and again and not {h.id for h in first} & {h.id for h in again}
+    store.flush()  # the ledger cannot take them: they wait
+    store.loop.ledger.path.unlink()
+    store.flush()
+    assert [h.id for r in store.loop.ledger.recalls(session_id="s1") for h in r.hits] == [
+        h.id for h in again + first
+    ]
+    misled = VerdictEntry(session_id="s1", insight=str(wrong.id), verdict="misled", plan=DATES)
+    store.record_verdicts([misled])
+    assert wrong.id not in {h.id for h in store.recall(DATES, k=5)}

@@ -67,6 +67,19 @@ def test_forget_and_scrub_leave_no_trace_in_the_file(tmp_path: Path) -> None:
     assert b"4f9a2c71e0b3" not in ledger.path.read_bytes()
 
 
+def test_forget_keeps_the_recalls_that_were_never_about_those_insights(
+    tmp_path: Path,
+) -> None:
+    """A recall that found nothing (an empty project, say) is no one insight's row: forgetting
+    an insight leaves it, and the loop's figures of other sessions, as they were."""
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add_recalls([recall("s-empty"), recall("s-gone", "ins_gone"), recall("s-x", "ins_x")])
+    before = ledger.figures()
+    ledger.forget({"ins_gone"})
+    assert ledger.sessions() == ["s-x", "s-empty"]
+    assert ledger.figures()["sessions"] == before["sessions"] - 1
+
+
 def _writer(path: str, worker: int) -> None:
     ledger = Ledger(Path(path))
     for n in range(25):
@@ -87,7 +100,14 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_a_damaged_ledger_is_our_error_with_the_fix(tmp_path: Path) -> None:
+    """The fix it names works in a process that has used the ledger already (the
+    service): deleted, the ledger is made again, owner-only, at the next write."""
     path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_recalls([recall("s0", "ins_a")])
     path.write_bytes(b"not a database at all" * 100)
     with pytest.raises(Exception, match="delete it"):
-        Ledger(path).add_recalls([recall("s1", "ins_a")])
+        ledger.add_recalls([recall("s1", "ins_a")])
+    path.unlink()
+    ledger.add_recalls([recall("s2", "ins_a")])
+    assert ledger.sessions() == ["s2"] and oct(path.stat().st_mode & 0o777) == "0o600"

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -49,7 +50,7 @@ from mtl_mcp.learning.answers import AnswerOutcome, record_answer
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.learning.backends.structured import loose_json, problems, strict_schema
 from mtl_mcp.learning.spend import Usage
-from mtl_mcp.text.redact import redact
+from mtl_mcp.text.redact import redact, uri_without_secrets
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import chars_for_tokens, estimate_tokens
 
@@ -119,14 +120,22 @@ _OTHER_STATUS = (
 
 
 def is_loopback(url: str) -> bool:
-    """Whether `url` names this machine (127.0.0.0/8, ::1, localhost)."""
-    host = (urlsplit(url).hostname or "").lower()
+    """Whether `url` names this machine: localhost, 127.0.0.0/8 and ::1 in any form the
+    resolver reads (127.1, ::ffff:127.0.0.1), and 0.0.0.0 or ::, which connect here (Ollama's
+    docs use http://0.0.0.0:11434)."""
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
     except ValueError:
-        return False
+        try:  # the shorthand forms getaddrinfo accepts too: 127.1, 2130706433, 0x7f.1
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 def api_key(settings: Settings) -> str | None:
@@ -172,6 +181,7 @@ class Endpoint:
 
     def __init__(self, settings: Settings) -> None:
         self.base = settings.openai_base_url.rstrip("/")
+        self.shown = uri_without_secrets(self.base)  # what messages name: no password
         self.root = re.sub(r"/v1$", "", self.base)
         self.local = is_loopback(self.base)
         self._key = api_key(settings)
@@ -247,13 +257,13 @@ def endpoint_status(settings: Settings, endpoint: Endpoint | None = None) -> End
     import httpx2
 
     endpoint = endpoint or Endpoint(settings)
-    url, model = endpoint.base, settings.openai_model
+    url, model = endpoint.shown, settings.openai_model
     start = (
         "start the server (`ollama serve`, LM Studio's server, `llama-server`) or fix "
         "MTL_MCP_OPENAI_BASE_URL"
     )
     try:
-        response = endpoint.get(f"{url}/models")
+        response = endpoint.get(f"{endpoint.base}/models")
     except httpx2.TimeoutException:
         return EndpointStatus(False, f"{url} did not answer within {PROBE_TIMEOUT:g} s", start)
     except httpx2.HTTPError as exc:
@@ -477,7 +487,7 @@ class OpenAIBackend:
                 self._record(step, "rejected")
                 logger.warning("%s: rejected the answer at the %s step: %s", NAME, step, second.why)
                 raise DistillUnavailable(
-                    f"model {self.model!r} at {self.endpoint.base} did not return usable JSON at "
+                    f"model {self.model!r} at {self.endpoint.shown} did not return usable JSON at "
                     f"the {step} step, even when told why ({second.why}); the job stays queued "
                     f"and is retried later; if this keeps happening, {_FIX_MODEL}"
                 ) from None
@@ -547,7 +557,7 @@ class OpenAIBackend:
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise DistillUnavailable(
-                f"{self.endpoint.base} sent a malformed chat completion at the {step} step; "
+                f"{self.endpoint.shown} sent a malformed chat completion at the {step} step; "
                 "the job stays queued and is retried later"
             ) from None
         counts = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -573,13 +583,13 @@ class OpenAIBackend:
             # It may have spent the tokens: count a whole call, as for a killed CLI.
             usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
             raise DistillUnavailable(
-                f"{self.endpoint.base} did not answer within {self._settings.openai_timeout:g} s "
+                f"{self.endpoint.shown} did not answer within {self._settings.openai_timeout:g} s "
                 f"at the {step} step (MTL_MCP_OPENAI_TIMEOUT); the job stays queued and is "
                 "retried later"
             ) from None
         except httpx2.HTTPError as exc:
             raise DistillUnavailable(
-                f"{self.endpoint.base} is unreachable at the {step} step "
+                f"{self.endpoint.shown} is unreachable at the {step} step "
                 f"({one_line(str(exc), 160)}); the job stays queued and is retried (is the "
                 "server running? check MTL_MCP_OPENAI_BASE_URL)"
             ) from None
@@ -588,7 +598,7 @@ class OpenAIBackend:
         status = response.status_code
         kind, template = _STATUS.get(status, _SERVER_FAULT if status >= 500 else _OTHER_STATUS)
         message = template.format(
-            url=self.endpoint.base,
+            url=self.endpoint.shown,
             detail=_detail(response),
             model=self.model,
             where=f"at the {step} step",
