@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -27,8 +27,12 @@ from mtl_mcp.cli.app import (
 )
 from mtl_mcp.config import Settings, load_settings, private_umask
 from mtl_mcp.errors import MtlError, TranscriptError
+from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import Format, not_text
+
+if TYPE_CHECKING:
+    from mtl_mcp.learning.discovery import NotesFile
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +43,8 @@ def _echo_outcome(outcome: JobOutcome) -> None:
     click.echo(f"{outcome.session_id}: {outcome.status} - {outcome.detail}")
     for result in outcome.results:
         click.echo(f"  {result.status} {result.id or ''} {result.title or ''}".rstrip())
+    for line in outcome.dropped:
+        click.echo(f"  dropped {line}")
 
 
 @click.command()
@@ -70,7 +76,28 @@ def _echo_outcome(outcome: JobOutcome) -> None:
 @click.option(
     "--since",
     "since",
-    help="Backfill Claude Code and Codex sessions newer than this (e.g. 7d, 12h).",
+    help="Backfill Claude Code and Codex sessions newer than this (e.g. 7d, 12h), and "
+    "the assistants' memory files changed since.",
+)
+@click.option(
+    "--no-memories",
+    is_flag=True,
+    help="With --since: sessions only, not Claude Code's auto memory or Codex's memories.",
+)
+@click.option(
+    "--memories",
+    is_flag=True,
+    help="Learn from every memory file Claude Code and Codex keep, whatever its age.",
+)
+@click.option(
+    "--project-notes",
+    "project_notes",
+    is_flag=False,
+    flag_value=".",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Learn from a project's CLAUDE.md, AGENTS.md and Cursor rules (DIR, default the "
+    "current folder): only what transfers to other projects is kept.",
+    metavar="[DIR]",
 )
 @json_option
 def distill(
@@ -80,25 +107,39 @@ def distill(
     outcome: Any,
     pending: bool,
     since: str | None,
+    no_memories: bool,
+    memories: bool,
+    project_notes: Path | None,
     as_json: bool,
 ) -> None:
-    """Distil a transcript (or queued / recent sessions) into abstract insights.
+    """Distil a transcript (or queued / recent sessions, or the notes the assistants keep)
+    into abstract insights.
 
     Needs MTL_MCP_OPENAI_BASE_URL (a local model), ANTHROPIC_API_KEY or a logged-in
     `claude` or `codex` (MTL_MCP_DISTILL_BACKEND), except with --dry-run, which shows the
-    backend and the estimate. A job stays queued until its insights are stored, so an
-    outage loses nothing: rerun with --pending.
+    backend and the estimate (or, for a backfill, what it would read). A job stays queued
+    until its insights are stored, so an outage loses nothing: rerun with --pending. A
+    memory or notes file is read again only once its content changes.
     """
     config = settings()
-    if sum(bool(x) for x in (file, pending, since)) != 1:
-        raise click.UsageError("give exactly one of FILE, --pending or --since")
+    modes = (file, pending, since, memories, project_notes)
+    if sum(bool(x) for x in modes) != 1:
+        raise click.UsageError(
+            "give exactly one of FILE, --pending, --since, --memories or --project-notes"
+        )
+    if no_memories and not since:
+        raise click.UsageError("--no-memories goes with --since")
     if file and (problem := not_text(file)):
         raise TranscriptError(problem)  # nothing queued: no retry would read it
     if file and dry_run:
         _dry_run(file, fmt, outcome, as_json)
         return
     spool = Spool(config)
-    if file:
+    if since or memories or project_notes:
+        _backfill(spool, since, memories or bool(since and not no_memories), project_notes, dry_run)
+        if dry_run:
+            return
+    elif file:
         spool.enqueue(
             Job(
                 session_id=f"file:{file.resolve()}",
@@ -109,15 +150,6 @@ def distill(
                 outcome_hint=outcome,
             )
         )
-    elif since:
-        from mtl_mcp.learning.discovery import parse_age, session_files
-
-        found = list(session_files(parse_age(since)))
-        for path, kind in found:
-            spool.enqueue(
-                Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
-            )
-        click.echo(f"queued {len(found)} sessions from the last {since}", err=True)
     busy = stderr_console().status("distilling...") if sys.stderr.isatty() else nullcontext()
     with busy:
         outcomes = _run_worker(config, ignore_backoff=True)
@@ -132,6 +164,72 @@ def distill(
         _echo_outcome(item)
     if not outcomes:
         click.echo("nothing to distil", err=True)
+
+
+def _backfill(
+    spool: Spool, since: str | None, memories: bool, project: Path | None, dry_run: bool
+) -> None:
+    """Queue the sessions of the last `since`, the assistants' memory files (those changed
+    within `since`, or all) and a `project`'s notes; a notes file whose content was
+    distilled before is not queued. With `dry_run`, list what would be read instead."""
+    from mtl_mcp.learning.discovery import (
+        memory_files,
+        parse_age,
+        project_note_files,
+        session_files,
+    )
+
+    age = parse_age(since) if since else None
+    sessions = list(session_files(age)) if age else []
+    groups: dict[str, list[NotesFile]] = {}
+    if memories:
+        groups["memory files"] = memory_files(age)
+    if project:
+        groups["project notes"] = project_note_files(project)
+    done = spool.done()
+    parts = [f"{len(sessions)} sessions"] if age else []
+    changed = []
+    for label, found in groups.items():
+        fresh = [notes for notes in found if _changed(notes, done)]
+        changed += fresh
+        unchanged = len(found) - len(fresh)
+        parts.append(
+            f"{len(fresh)} {label} ({unchanged} unchanged, not read again)"
+            if found
+            else f"no {label}"
+        )
+    window = f" from the last {since}" if since else ""
+    if dry_run:
+        for path, _ in sessions:
+            click.echo(path)
+        for notes in changed:
+            click.echo(notes.path)
+        click.echo(f"would queue {' and '.join(parts)}{window}; nothing sent", err=True)
+        return
+    for path, kind in sessions:
+        spool.enqueue(
+            Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
+        )
+    for notes in changed:
+        spool.enqueue(
+            Job(
+                session_id=notes.job_id,
+                transcript_path=str(notes.path),
+                kind="notes",
+                client=notes.client,
+                cwd=notes.cwd,
+            )
+        )
+    click.echo(f"queued {' and '.join(parts)}{window}", err=True)
+
+
+def _changed(notes: NotesFile, done: set[tuple[str, str]]) -> bool:
+    """Whether a notes file's content is not yet distilled (an unreadable one is left out)."""
+    try:
+        return (notes.job_id, sha256_file(notes.path)) not in done
+    except OSError as exc:
+        logger.warning("%s unreadable, left out: %s", notes.path, exc.strerror or exc)
+        return False
 
 
 def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:

@@ -1,15 +1,33 @@
-"""Where the assistants keep their session transcripts on this machine: what a backfill
-distils, and the only places `record_session` may read a transcript from."""
+"""Where the assistants keep their session transcripts and their own memories on this
+machine: what a backfill distils, and the only places `record_session` may read a transcript
+from.
+
+Memories (each file a job of kind "notes"):
+- Claude Code's auto memory: `<config>/projects/<project>/memory/*.md` (MEMORY.md, the index,
+  and topic files), `<config>` being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+- Codex's memories (`$CODEX_HOME/memories`, default `~/.codex/memories`), as the phase-2
+  consolidation of openai/codex writes them (codex-rs/core/templates/memories/consolidation.md):
+  `MEMORY.md` (the handbook), `memory_summary.md` (loaded into every prompt) and
+  `skills/<name>/SKILL.md`. Found at any depth, which also covers the per-folder buckets
+  (`memories/<hash>/memory/`) some Codex versions use. `raw_memories.md` and
+  `rollout_summaries/` are left out: they restate single rollouts, which the session
+  backfill already reads.
+- A project's own notes, only when asked (`distill --project-notes`): CLAUDE.md,
+  .claude/CLAUDE.md, CLAUDE.local.md, AGENTS.md, .cursorrules and .cursor/rules/**/*.mdc.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mtl_mcp.errors import InputError
+from mtl_mcp.learning.spool import NOTES_PREFIX
 from mtl_mcp.learning.transcripts import Format
 
 
@@ -30,8 +48,12 @@ def claude_code_sessions() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
 
 
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
 def codex_sessions() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "sessions"
+    return codex_home() / "sessions"
 
 
 def cursor_sessions() -> Path:
@@ -71,3 +93,94 @@ def session_files(since: timedelta) -> Iterator[tuple[Path, Format]]:
                 yield path, fmt
         except OSError:
             continue
+
+
+@dataclass(frozen=True)
+class NotesFile:
+    """A file of notes an assistant keeps: its path, the assistant it belongs to ('claude-code',
+    'codex' or 'cursor': whose login may distil it) and the project folder, when known."""
+
+    path: Path
+    client: str
+    cwd: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        """The file's job and done-log id: one per file, whatever its content."""
+        return f"{NOTES_PREFIX}{self.path}"
+
+
+CODEX_MEMORY_FILES = frozenset({"MEMORY.md", "memory_summary.md"})
+PROJECT_NOTES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".cursorrules")
+_CWD_SCAN_BYTES = 64 * 1024
+
+
+def memory_files(since: timedelta | None = None) -> list[NotesFile]:
+    """Claude Code's auto-memory files and Codex's memories, those modified within `since`
+    (all of them for None)."""
+    found = [
+        NotesFile(path, "claude-code", _session_cwd(path.parent.parent))
+        for path in claude_code_sessions().glob("*/memory/*.md")
+    ]
+    found += [
+        NotesFile(path, "codex")
+        for path in (codex_home() / "memories").rglob("*.md")
+        if path.name in CODEX_MEMORY_FILES
+        or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
+    ]
+    cutoff = None if since is None else datetime.now(UTC).timestamp() - since.total_seconds()
+    return [
+        notes
+        for notes in sorted(found, key=lambda n: n.path)
+        if notes.path.is_file() and (cutoff is None or _modified_since(notes.path, cutoff))
+    ]
+
+
+def project_note_files(folder: Path) -> list[NotesFile]:
+    """The instructions a project keeps for coding assistants, in `folder`."""
+    root = folder.expanduser().resolve()
+    if not root.is_dir():
+        raise InputError(f"{folder} is not a folder: pass the project's root folder")
+    paths = [root / name for name in PROJECT_NOTES]
+    paths += sorted((root / ".cursor" / "rules").rglob("*.mdc"))
+    return [NotesFile(p, _owner(p), str(root)) for p in paths if p.is_file()]
+
+
+def _owner(path: Path) -> str:
+    if path.name.startswith("CLAUDE"):
+        return "claude-code"
+    return "codex" if path.name == "AGENTS.md" else "cursor"
+
+
+def _modified_since(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime >= cutoff
+    except OSError:
+        return False
+
+
+def _session_cwd(project_folder: Path) -> str | None:
+    """The working folder of a Claude Code project, from the newest of its transcripts (the
+    folder's own name is the path with every separator a dash: it cannot be read back)."""
+    transcripts = sorted(project_folder.glob("*.jsonl"), key=lambda p: _mtime(p), reverse=True)
+    for transcript in transcripts[:3]:
+        try:
+            with transcript.open("rb") as stream:
+                head = stream.read(_CWD_SCAN_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:
+                return str(record["cwd"])
+    return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
