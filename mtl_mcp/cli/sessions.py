@@ -27,7 +27,6 @@ from mtl_mcp.cli.app import (
 )
 from mtl_mcp.config import Settings, load_settings, private_umask
 from mtl_mcp.errors import MtlError, TranscriptError
-from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import Format, not_text
 
@@ -177,6 +176,7 @@ def _backfill(
         parse_age,
         project_note_files,
         session_files,
+        unread,
     )
 
     age = parse_age(since) if since else None
@@ -190,7 +190,7 @@ def _backfill(
     parts = [f"{len(sessions)} sessions"] if age else []
     changed = []
     for label, found in groups.items():
-        fresh = [notes for notes in found if _changed(notes, done)]
+        fresh = unread(found, done)
         changed += fresh
         unchanged = len(found) - len(fresh)
         parts.append(
@@ -221,15 +221,6 @@ def _backfill(
             )
         )
     click.echo(f"queued {' and '.join(parts)}{window}", err=True)
-
-
-def _changed(notes: NotesFile, done: set[tuple[str, str]]) -> bool:
-    """Whether a notes file's content is not yet distilled (an unreadable one is left out)."""
-    try:
-        return (notes.job_id, sha256_file(notes.path)) not in done
-    except OSError as exc:
-        logger.warning("%s unreadable, left out: %s", notes.path, exc.strerror or exc)
-        return False
 
 
 def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:

@@ -19,6 +19,7 @@ Memories (each file a job of kind "notes"):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -27,8 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mtl_mcp.errors import InputError
+from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.spool import NOTES_PREFIX
 from mtl_mcp.learning.transcripts import Format
+
+logger = logging.getLogger(__name__)
 
 
 def parse_age(text: str) -> timedelta:
@@ -134,6 +138,22 @@ def memory_files(since: timedelta | None = None) -> list[NotesFile]:
         for notes in sorted(found, key=lambda n: n.path)
         if notes.path.is_file() and (cutoff is None or _modified_since(notes.path, cutoff))
     ]
+
+
+def unread(notes: list[NotesFile], done: set[tuple[str, str]]) -> list[NotesFile]:
+    """The notes files whose content is not among the distilled (`Spool.done`): new or
+    changed since (by content hash, whatever their modification times). An unreadable one is
+    left out."""
+    fresh = []
+    for found in notes:
+        try:
+            content_hash = sha256_file(found.path)
+        except OSError as exc:
+            logger.warning("%s unreadable, left out: %s", found.path, exc.strerror or exc)
+            continue
+        if (found.job_id, content_hash) not in done:
+            fresh.append(found)
+    return fresh
 
 
 def project_note_files(folder: Path) -> list[NotesFile]:

@@ -245,6 +245,19 @@ def test_memories_keep_the_lessons_and_drop_the_facts(
     assert by_title[str(LESSONS["reproduce"]["title"])].project == str(project)
     assert by_title[str(LESSONS["assertion"]["title"])].project is None  # Codex: no project
     assert Spool(settings).notes_learnt() == 5
+    doctor = doctor_check()
+    assert (
+        doctor["ok"]
+        and "5 memory files on this machine (claude-code 2, codex 3)" in doctor["detail"]
+    )
+    assert "5 notes files learnt from" in doctor["detail"] and "changed" not in doctor["detail"]
+
+
+def doctor_check() -> dict[str, Any]:
+    """`mtl-mcp doctor`'s line on the assistants' memories."""
+    result = CliRunner().invoke(cli, ["doctor", "--json"])
+    [check] = [c for c in json.loads(result.stdout) if c["name"] == "assistant memories"]
+    return dict(check)
 
 
 @pytest.mark.slow
@@ -403,6 +416,7 @@ def test_without_any_backend_memory_files_wait_in_the_queue(
     assert Spool(settings).notes_learnt() == 0
     assert {job.kind for job in queued_jobs(settings)} == {"notes"}
     assert "5 memory files (0 unchanged" in distill("--memories")[1]
+    assert "0 notes files learnt from so far; 5 new or changed since" in doctor_check()["detail"]
 
 
 def test_discovery_follows_the_layouts(memories: dict[str, Path], tmp_path: Path) -> None:
