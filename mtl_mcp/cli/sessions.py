@@ -187,24 +187,24 @@ def _backfill(
     if project:
         groups["project notes"] = project_note_files(project)
     done = spool.done()
-    parts = [f"{len(sessions)} sessions"] if age else []
+    window = f" from the last {since}" if since else ""
+    parts = [f"{len(sessions)} sessions{window}"] if age else []
     changed = []
     for label, found in groups.items():
         fresh = unread(found, done)
         changed += fresh
         unchanged = len(found) - len(fresh)
         parts.append(
-            f"{len(fresh)} {label} ({unchanged} unchanged, not read again)"
+            f"{label}: {len(fresh)} new or changed, {unchanged} unchanged (not read again)"
             if found
-            else f"no {label}"
+            else f"no {label} found"
         )
-    window = f" from the last {since}" if since else ""
     if dry_run:
         for path, _ in sessions:
             click.echo(path)
         for notes in changed:
             click.echo(notes.path)
-        click.echo(f"would queue {' and '.join(parts)}{window}; nothing sent", err=True)
+        click.echo(f"would queue {'; '.join(parts)}; nothing sent", err=True)
         return
     for path, kind in sessions:
         spool.enqueue(
@@ -220,7 +220,7 @@ def _backfill(
                 cwd=notes.cwd,
             )
         )
-    click.echo(f"queued {' and '.join(parts)}{window}", err=True)
+    click.echo(f"queued {'; '.join(parts)}", err=True)
 
 
 def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:

@@ -74,8 +74,10 @@ def process_job(
         return postpone(f"transcript unreadable: {exc}")
     if spool.already_done(job.session_id, content_hash):
         return skip(f"this {'file' if job.kind == 'notes' else 'transcript'} was already distilled")
-    if problem := not_text(transcript):  # binary: no retry reads it, nor is it done
-        return skip(problem)
+    if problem := not_text(transcript):  # binary: no retry reads it
+        # A session is not done (a later transcript may be text); a notes file is found by
+        # every backfill, so it is, until its content changes.
+        return skip(problem, content_hash if job.kind == "notes" else None)
     prepare = _prepare_notes if job.kind == "notes" else _prepare_session
     try:
         prepared = prepare(job, transcript, settings, chooser)

@@ -181,7 +181,10 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
-def model(fake: FakeAnthropic) -> NotesModel:
+def model(fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> NotesModel:
+    """The fake model, reached with an API key."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     answers = NotesModel(fake)
     fake.reply_while(answers)
     return answers
@@ -206,16 +209,13 @@ def test_memories_keep_the_lessons_and_drop_the_facts(
     fake: FakeAnthropic,
     model: NotesModel,
     memories: dict[str, Path],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """5 memory files, 4 lessons and 6 facts proposed: the 4 lessons are stored, every fact is
     dropped by our checks after the repair round; no secret is sent or stored; no judge call."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
 
     outcomes, said = distill("--memories")
 
-    assert "5 memory files (0 unchanged" in said
+    assert "memory files: 5 new or changed, 0 unchanged" in said
     assert {o["status"] for o in outcomes} == {"stored"} and len(outcomes) == 5
     stored = Memory(settings).list(limit=50)[0]
     assert sorted(i.title for i in stored) == sorted(str(x["title"]) for x in LESSONS.values())
@@ -266,12 +266,9 @@ def test_a_memory_file_is_read_again_only_when_its_content_changes(
     fake: FakeAnthropic,
     model: NotesModel,
     memories: dict[str, Path],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Run twice: the second run reads nothing, even with every file touched; edit one file:
     only that one is read again, once."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     distill("--memories")
     calls = len(fake.requests)
     for path in memories.values():
@@ -280,13 +277,13 @@ def test_a_memory_file_is_read_again_only_when_its_content_changes(
     outcomes, said = distill("--since", "7d")
 
     assert outcomes == [] and len(fake.requests) == calls
-    assert "0 memory files (5 unchanged, not read again)" in said
+    assert "memory files: 0 new or changed, 5 unchanged (not read again)" in said
     topic = memories["topic"]
     topic.write_text(topic.read_text() + "\n- Keep the bisect script next to the notes.\n")
 
     outcomes, said = distill("--memories")
 
-    assert "1 memory files (4 unchanged" in said
+    assert "memory files: 1 new or changed, 4 unchanged" in said
     assert [o["session_id"] for o in outcomes] == [f"notes:{topic}"]
     after = fake.message_requests[calls:]
     distilled, repaired = after
@@ -295,7 +292,10 @@ def test_a_memory_file_is_read_again_only_when_its_content_changes(
 
 
 def test_the_default_backfill_reads_recent_memories_and_never_project_notes(
-    memories: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    memories: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`--since` takes memory files changed within the window (an older one is left for
     `--memories`), `--no-memories` none; a project's CLAUDE.md only with --project-notes."""
@@ -309,20 +309,14 @@ def test_the_default_backfill_reads_recent_memories_and_never_project_notes(
 
     assert listed.exit_code == 0, listed.output
     assert set(listed.stdout.split()) == {str(p) for k, p in memories.items() if k != "summary"}
-    assert "0 sessions and 4 memory files" in listed.stderr
+    assert "0 sessions from the last 7d; memory files: 4 new" in listed.stderr
     only = CliRunner().invoke(cli, ["distill", "--since", "7d", "--no-memories", "--dry-run"])
     assert only.stdout == "" and "0 sessions from the last 7d" in only.stderr
     everything = CliRunner().invoke(cli, ["distill", "--memories", "--dry-run"])
     assert str(old) in everything.stdout.split()
     notes = CliRunner().invoke(cli, ["distill", "--project-notes", "--dry-run"])
     assert notes.stdout.split() == [str(project / "CLAUDE.md")]
-    assert queued_jobs(load(tmp_path)) == []  # a dry run queues nothing
-
-
-def load(tmp_path: Path) -> Settings:
-    from mtl_mcp.config import load_settings
-
-    return load_settings(tmp_path / "home")
+    assert queued_jobs(settings) == []  # a dry run queues nothing
 
 
 def test_the_cli_says_what_goes_together(memories: dict[str, Path]) -> None:
@@ -339,12 +333,9 @@ def test_project_notes_on_request_keep_only_what_transfers(
     fake: FakeAnthropic,
     model: NotesModel,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """CLAUDE.md, AGENTS.md, .cursorrules and .cursor/rules/*.mdc of a project: each read once,
     with the project's name ruled out; a fact naming the project is dropped."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     project = tmp_path / "orbit-billing"
     (project / ".cursor" / "rules" / "backend").mkdir(parents=True)
     (project / "CLAUDE.md").write_text("# orbit-billing\nflaky payment test notes\n")
@@ -361,7 +352,7 @@ def test_project_notes_on_request_keep_only_what_transfers(
 
     outcomes, said = distill("--project-notes", str(project))
 
-    assert "4 project notes (0 unchanged" in said and len(outcomes) == 4
+    assert "project notes: 4 new or changed, 0 unchanged" in said and len(outcomes) == 4
     stored = {i.title for i in Memory(settings).list(limit=50)[0]}
     assert stored == {
         str(LESSONS[k]["title"]) for k in ("reproduce", "bisect", "assertion", "flaky")
@@ -396,7 +387,7 @@ def test_without_an_api_key_the_claude_code_login_distils_the_auto_memory(
     [outcome], said = distill("--memories")
 
     assert outcome["status"] == "stored", outcome
-    assert "1 memory files" in said
+    assert "memory files: 1 new" in said
     assert [i.title for i in Memory(settings).list()[0]] == [LESSONS["reproduce"]["title"]]
     assert outcome["dropped"][0].startswith(str(FACTS["port"]["title"]))
     distilled, repaired = fake.message_requests
@@ -415,7 +406,7 @@ def test_without_any_backend_memory_files_wait_in_the_queue(
     assert "no model to distil with" in outcomes[0]["detail"]
     assert Spool(settings).notes_learnt() == 0
     assert {job.kind for job in queued_jobs(settings)} == {"notes"}
-    assert "5 memory files (0 unchanged" in distill("--memories")[1]
+    assert "memory files: 5 new or changed" in distill("--memories")[1]
     assert "0 notes files learnt from so far; 5 new or changed since" in doctor_check()["detail"]
 
 
