@@ -211,15 +211,7 @@ def _backfill(
             Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
         )
     for notes in changed:
-        spool.enqueue(
-            Job(
-                session_id=notes.job_id,
-                transcript_path=str(notes.path),
-                kind="notes",
-                client=notes.client,
-                cwd=notes.cwd,
-            )
-        )
+        spool.enqueue(notes.job())
     click.echo(f"queued {'; '.join(parts)}", err=True)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mtl_mcp.errors import InputError
 from mtl_mcp.files import sha256_file
-from mtl_mcp.learning.spool import NOTES_PREFIX
+from mtl_mcp.learning.spool import NOTES_PREFIX, Job
 from mtl_mcp.learning.transcripts import Format
 
 logger = logging.getLogger(__name__)
@@ -113,6 +113,15 @@ class NotesFile:
         """The file's job and done-log id: one per file, whatever its content."""
         return f"{NOTES_PREFIX}{self.path}"
 
+    def job(self) -> Job:
+        return Job(
+            session_id=self.job_id,
+            transcript_path=str(self.path),
+            kind="notes",
+            client=self.client,
+            cwd=self.cwd,
+        )
+
 
 CODEX_MEMORY_FILES = frozenset({"MEMORY.md", "memory_summary.md"})
 PROJECT_NOTES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".cursorrules")
@@ -126,18 +135,33 @@ def memory_files(since: timedelta | None = None) -> list[NotesFile]:
         NotesFile(path, "claude-code", _session_cwd(path.parent.parent))
         for path in claude_code_sessions().glob("*/memory/*.md")
     ]
-    found += [
-        NotesFile(path, "codex")
-        for path in (codex_home() / "memories").rglob("*.md")
-        if path.name in CODEX_MEMORY_FILES
-        or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
-    ]
+    found += codex_memory_files()
     cutoff = None if since is None else datetime.now(UTC).timestamp() - since.total_seconds()
     return [
         notes
         for notes in sorted(found, key=lambda n: n.path)
         if notes.path.is_file() and (cutoff is None or _modified_since(notes.path, cutoff))
     ]
+
+
+def codex_memory_files() -> list[NotesFile]:
+    return [
+        NotesFile(path, "codex")
+        for path in sorted((codex_home() / "memories").rglob("*.md"))
+        if path.name in CODEX_MEMORY_FILES
+        or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
+    ]
+
+
+def memories_of_session(client: str, transcript: Path, cwd: str | None) -> list[NotesFile]:
+    """The memory files the assistant behind an ended session may have written in it: a
+    Claude Code project's auto memory (next to its transcript), or Codex's memories."""
+    if client == "claude-code":
+        folder = transcript.parent / "memory"
+        if transcript.parent.parent.resolve() != claude_code_sessions().resolve():
+            return []  # not in Claude Code's projects: no memory of its own next to it
+        return [NotesFile(p, "claude-code", cwd) for p in sorted(folder.glob("*.md"))]
+    return codex_memory_files() if client == "codex" else []
 
 
 def unread(notes: list[NotesFile], done: set[tuple[str, str]]) -> list[NotesFile]:

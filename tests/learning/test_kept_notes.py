@@ -28,7 +28,7 @@ from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.text.lint import project_facts
 from mtl_mcp.text.starter import starter_drafts
 from tests.claude_code import ClaudeCode
-from tests.conftest import LEAKED, queued_jobs
+from tests.conftest import LEAKED, claude_code_transcript, queued_jobs
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 
 API_KEY = "sk-ant-test-0123456789abcdefghij"
@@ -454,3 +454,39 @@ def test_the_fact_gate_keeps_every_shipped_lesson_and_catches_marked_facts() -> 
     caught = [f for f in facts if check(proposal(f), "unclear", None, kept_notes=True).errors]
     assert len(facts) == 24 and len(caught) == 15
     assert not check(proposal(facts[0]), "unclear", None).errors  # sessions: warnings at most
+
+
+def test_the_session_end_hook_queues_what_the_assistant_remembered(
+    settings: Settings, memories: dict[str, Path], tmp_path: Path
+) -> None:
+    """A Claude Code session's end also queues its project's memory files, a Codex session's
+    Codex's memories; only those whose content was not learnt yet, and no other folder's."""
+    from mtl_mcp.files import sha256_file
+    from mtl_mcp.hooks.session import session_end
+
+    folder = memories["index"].parent.parent
+    transcript = claude_code_transcript(folder / "s2.jsonl", "s2")
+    payload = {"session_id": "s2", "transcript_path": str(transcript), "cwd": str(tmp_path)}
+
+    said = session_end(json.dumps(payload), settings)
+
+    assert said == "queued session s2 and 2 changed memory files"
+    queued = {job.transcript_path: job for job in queued_jobs(settings)}
+    assert set(queued) == {str(transcript), str(memories["index"]), str(memories["topic"])}
+    assert queued[str(memories["index"])].kind == "notes"
+    spool = Spool(settings)
+    spool.mark_done(f"notes:{memories['index']}", sha256_file(memories["index"]), 1)
+    assert session_end(json.dumps(payload), settings) == (
+        "queued session s2 and 1 changed memory files"
+    )
+    rollout = tmp_path / "codex" / "sessions" / "rollout-2026-12-01T10-00-00-abc.jsonl"
+    rollout.parent.mkdir(parents=True)
+    rollout.write_text(transcript.read_text())  # a conversation is all the hook looks for
+    codex = {"session_id": "c1", "transcript_path": str(rollout), "cwd": str(tmp_path)}
+    assert session_end(json.dumps(codex), settings).endswith("and 3 changed memory files")
+    elsewhere = tmp_path / "elsewhere" / "s3.jsonl"
+    (elsewhere.parent / "memory").mkdir(parents=True)
+    (elsewhere.parent / "memory" / "notes.md").write_text("not an assistant's memory\n")
+    claude_code_transcript(elsewhere, "s3")
+    other = {"session_id": "s3", "transcript_path": str(elsewhere), "cwd": str(tmp_path)}
+    assert session_end(json.dumps(other), settings) == "queued session s3"
