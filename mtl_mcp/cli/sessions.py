@@ -62,7 +62,8 @@ def _echo_outcome(outcome: JobOutcome) -> None:
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the digest, the backend that would distil it and the estimate; send nothing.",
+    help="Print the digest, the backend that would distil it and the estimate (for a "
+    "backfill: the files it would read); send nothing.",
 )
 @click.option(
     "--outcome",
@@ -135,7 +136,8 @@ def distill(
         return
     spool = Spool(config)
     if since or memories or project_notes:
-        _backfill(spool, since, memories or bool(since and not no_memories), project_notes, dry_run)
+        with_memories = memories or bool(since and not no_memories)
+        _backfill(spool, since, with_memories, project_notes, dry_run, as_json)
         if dry_run:
             return
     elif file:
@@ -166,7 +168,12 @@ def distill(
 
 
 def _backfill(
-    spool: Spool, since: str | None, memories: bool, project: Path | None, dry_run: bool
+    spool: Spool,
+    since: str | None,
+    memories: bool,
+    project: Path | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Queue the sessions of the last `since`, the assistants' memory files (those changed
     within `since`, or all) and a `project`'s notes; a notes file whose content was
@@ -200,10 +207,11 @@ def _backfill(
             else f"no {label} found"
         )
     if dry_run:
-        for path, _ in sessions:
-            click.echo(path)
-        for notes in changed:
-            click.echo(notes.path)
+        paths = [str(path) for path, _ in sessions] + [str(notes.path) for notes in changed]
+        if as_json:
+            echo_json(paths)
+        else:
+            click.echo("\n".join(paths), nl=bool(paths))
         click.echo(f"would queue {'; '.join(parts)}; nothing sent", err=True)
         return
     for path, kind in sessions:

@@ -312,8 +312,8 @@ def test_the_default_backfill_reads_recent_memories_and_never_project_notes(
     assert "0 sessions from the last 7d; memory files: 4 new" in listed.stderr
     only = CliRunner().invoke(cli, ["distill", "--since", "7d", "--no-memories", "--dry-run"])
     assert only.stdout == "" and "0 sessions from the last 7d" in only.stderr
-    everything = CliRunner().invoke(cli, ["distill", "--memories", "--dry-run"])
-    assert str(old) in everything.stdout.split()
+    everything = CliRunner().invoke(cli, ["distill", "--memories", "--dry-run", "--json"])
+    assert sorted(json.loads(everything.stdout)) == sorted(str(p) for p in memories.values())
     notes = CliRunner().invoke(cli, ["distill", "--project-notes", "--dry-run"])
     assert notes.stdout.split() == [str(project / "CLAUDE.md")]
     assert queued_jobs(settings) == []  # a dry run queues nothing
