@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -30,6 +30,9 @@ from mtl_mcp.errors import MtlError, TranscriptError
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import Format, not_text
 
+if TYPE_CHECKING:
+    from mtl_mcp.learning.discovery import NotesFile
+
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ["auto", "claude-code", "codex", "trajectory", "text"]
@@ -39,6 +42,8 @@ def _echo_outcome(outcome: JobOutcome) -> None:
     click.echo(f"{outcome.session_id}: {outcome.status} - {outcome.detail}")
     for result in outcome.results:
         click.echo(f"  {result.status} {result.id or ''} {result.title or ''}".rstrip())
+    for line in outcome.dropped:
+        click.echo(f"  dropped {line}")
 
 
 @click.command()
@@ -57,7 +62,8 @@ def _echo_outcome(outcome: JobOutcome) -> None:
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the digest, the backend that would distil it and the estimate; send nothing.",
+    help="Print the digest, the backend that would distil it and the estimate (for a "
+    "backfill: the files it would read); send nothing.",
 )
 @click.option(
     "--outcome",
@@ -70,7 +76,28 @@ def _echo_outcome(outcome: JobOutcome) -> None:
 @click.option(
     "--since",
     "since",
-    help="Backfill Claude Code and Codex sessions newer than this (e.g. 7d, 12h).",
+    help="Backfill Claude Code and Codex sessions newer than this (e.g. 7d, 12h), and "
+    "the assistants' memory files changed since.",
+)
+@click.option(
+    "--no-memories",
+    is_flag=True,
+    help="With --since: sessions only, not Claude Code's auto memory or Codex's memories.",
+)
+@click.option(
+    "--memories",
+    is_flag=True,
+    help="Learn from every memory file Claude Code and Codex keep, whatever its age.",
+)
+@click.option(
+    "--project-notes",
+    "project_notes",
+    is_flag=False,
+    flag_value=".",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Learn from a project's CLAUDE.md, AGENTS.md and Cursor rules (DIR, default the "
+    "current folder): only what transfers to other projects is kept.",
+    metavar="[DIR]",
 )
 @json_option
 def distill(
@@ -80,25 +107,40 @@ def distill(
     outcome: Any,
     pending: bool,
     since: str | None,
+    no_memories: bool,
+    memories: bool,
+    project_notes: Path | None,
     as_json: bool,
 ) -> None:
-    """Distil a transcript (or queued / recent sessions) into abstract insights.
+    """Distil a transcript (or queued / recent sessions, or the notes the assistants keep)
+    into abstract insights.
 
     Needs MTL_MCP_OPENAI_BASE_URL (a local model), ANTHROPIC_API_KEY or a logged-in
     `claude` or `codex` (MTL_MCP_DISTILL_BACKEND), except with --dry-run, which shows the
-    backend and the estimate. A job stays queued until its insights are stored, so an
-    outage loses nothing: rerun with --pending.
+    backend and the estimate (or, for a backfill, what it would read). A job stays queued
+    until its insights are stored, so an outage loses nothing: rerun with --pending. A
+    memory or notes file is read again only once its content changes.
     """
     config = settings()
-    if sum(bool(x) for x in (file, pending, since)) != 1:
-        raise click.UsageError("give exactly one of FILE, --pending or --since")
+    modes = (file, pending, since, memories, project_notes)
+    if sum(bool(x) for x in modes) != 1:
+        raise click.UsageError(
+            "give exactly one of FILE, --pending, --since, --memories or --project-notes"
+        )
+    if no_memories and not since:
+        raise click.UsageError("--no-memories goes with --since")
     if file and (problem := not_text(file)):
         raise TranscriptError(problem)  # nothing queued: no retry would read it
     if file and dry_run:
         _dry_run(file, fmt, outcome, as_json)
         return
     spool = Spool(config)
-    if file:
+    if since or memories or project_notes:
+        with_memories = memories or bool(since and not no_memories)
+        _backfill(spool, since, with_memories, project_notes, dry_run, as_json)
+        if dry_run:
+            return
+    elif file:
         spool.enqueue(
             Job(
                 session_id=f"file:{file.resolve()}",
@@ -109,15 +151,6 @@ def distill(
                 outcome_hint=outcome,
             )
         )
-    elif since:
-        from mtl_mcp.learning.discovery import parse_age, session_files
-
-        found = list(session_files(parse_age(since)))
-        for path, kind in found:
-            spool.enqueue(
-                Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
-            )
-        click.echo(f"queued {len(found)} sessions from the last {since}", err=True)
     busy = stderr_console().status("distilling...") if sys.stderr.isatty() else nullcontext()
     with busy:
         outcomes = _run_worker(config, ignore_backoff=True)
@@ -132,6 +165,62 @@ def distill(
         _echo_outcome(item)
     if not outcomes:
         click.echo("nothing to distil", err=True)
+
+
+def _backfill(
+    spool: Spool,
+    since: str | None,
+    memories: bool,
+    project: Path | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Queue the sessions of the last `since`, the assistants' memory files (those changed
+    within `since`, or all) and a `project`'s notes; a notes file whose content was
+    distilled before is not queued. With `dry_run`, list what would be read instead."""
+    from mtl_mcp.learning.discovery import (
+        memory_files,
+        parse_age,
+        project_note_files,
+        session_files,
+        unread,
+    )
+
+    age = parse_age(since) if since else None
+    sessions = list(session_files(age)) if age else []
+    groups: dict[str, list[NotesFile]] = {}
+    if memories:
+        groups["memory files"] = memory_files(age)
+    if project:
+        groups["project notes"] = project_note_files(project)
+    done = spool.done()
+    window = f" from the last {since}" if since else ""
+    parts = [f"{len(sessions)} sessions{window}"] if age else []
+    changed = []
+    for label, found in groups.items():
+        fresh = unread(found, done)
+        changed += fresh
+        unchanged = len(found) - len(fresh)
+        parts.append(
+            f"{label}: {len(fresh)} new or changed, {unchanged} unchanged (not read again)"
+            if found
+            else f"no {label} found"
+        )
+    if dry_run:
+        paths = [str(path) for path, _ in sessions] + [str(notes.path) for notes in changed]
+        if as_json:
+            echo_json(paths)
+        else:
+            click.echo("\n".join(paths), nl=bool(paths))
+        click.echo(f"would queue {'; '.join(parts)}; nothing sent", err=True)
+        return
+    for path, kind in sessions:
+        spool.enqueue(
+            Job(session_id=path.stem, transcript_path=str(path), format=kind, client=kind)
+        )
+    for notes in changed:
+        spool.enqueue(notes.job())
+    click.echo(f"queued {'; '.join(parts)}", err=True)
 
 
 def _dry_run(file: Path, fmt: str, outcome: Any, as_json: bool) -> None:

@@ -28,6 +28,7 @@ from mtl_mcp.errors import MtlError
 from mtl_mcp.files import open_private
 from mtl_mcp.hooks.tool_use import prune_states, session_state
 from mtl_mcp.learning.backends.child import is_distill_child
+from mtl_mcp.learning.discovery import memories_of_session, unread
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import missing_conversation
 from mtl_mcp.operations.context import Context, cached_context
@@ -124,9 +125,16 @@ def session_end(raw: str, settings: Settings) -> str:
         client=payload.client,
         format="codex" if payload.client == "codex" else "auto",
     )
-    Spool(settings).enqueue(job)
+    spool = Spool(settings)
+    spool.enqueue(job)
+    # What the assistant remembered in the session is learnt as well, once per content.
+    found = memories_of_session(payload.client, Path(payload.transcript_path), payload.project_dir)
+    memories = unread(found, spool.done()) if found else []
+    for notes in memories:
+        spool.enqueue(notes.job())
     spawn_detached(settings, "hook", "worker")
-    return f"queued session {session}"
+    also = f" and {len(memories)} changed memory files" if memories else ""
+    return f"queued session {session}{also}"
 
 
 def session_start(raw: str, settings: Settings) -> str:

@@ -1,16 +1,38 @@
-"""Where the assistants keep their session transcripts on this machine: what a backfill
-distils, and the only places `record_session` may read a transcript from."""
+"""Where the assistants keep their session transcripts and their own memories on this
+machine: what a backfill distils, and the only places `record_session` may read a transcript
+from.
+
+Memories (each file a job of kind "notes"):
+- Claude Code's auto memory: `<config>/projects/<project>/memory/*.md` (MEMORY.md, the index,
+  and topic files), `<config>` being `$CLAUDE_CONFIG_DIR` or `~/.claude`.
+- Codex's memories (`$CODEX_HOME/memories`, default `~/.codex/memories`), as the phase-2
+  consolidation of openai/codex writes them (codex-rs/core/templates/memories/consolidation.md):
+  `MEMORY.md` (the handbook), `memory_summary.md` (loaded into every prompt) and
+  `skills/<name>/SKILL.md`. Found at any depth, which also covers the per-folder buckets
+  (`memories/<hash>/memory/`) some Codex versions use. `raw_memories.md` and
+  `rollout_summaries/` are left out: they restate single rollouts, which the session
+  backfill already reads.
+- A project's own notes, only when asked (`distill --project-notes`): CLAUDE.md,
+  .claude/CLAUDE.md, CLAUDE.local.md, AGENTS.md, .cursorrules and .cursor/rules/**/*.mdc.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mtl_mcp.errors import InputError
+from mtl_mcp.files import sha256_file
+from mtl_mcp.learning.spool import NOTES_PREFIX, Job
 from mtl_mcp.learning.transcripts import Format
+
+logger = logging.getLogger(__name__)
 
 
 def parse_age(text: str) -> timedelta:
@@ -30,8 +52,12 @@ def claude_code_sessions() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
 
 
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
 def codex_sessions() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "sessions"
+    return codex_home() / "sessions"
 
 
 def cursor_sessions() -> Path:
@@ -71,3 +97,134 @@ def session_files(since: timedelta) -> Iterator[tuple[Path, Format]]:
                 yield path, fmt
         except OSError:
             continue
+
+
+@dataclass(frozen=True)
+class NotesFile:
+    """A file of notes an assistant keeps: its path, the assistant it belongs to ('claude-code',
+    'codex' or 'cursor': whose login may distil it) and the project folder, when known."""
+
+    path: Path
+    client: str
+    cwd: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        """The file's job and done-log id: one per file, whatever its content."""
+        return f"{NOTES_PREFIX}{self.path}"
+
+    def job(self) -> Job:
+        return Job(
+            session_id=self.job_id,
+            transcript_path=str(self.path),
+            kind="notes",
+            client=self.client,
+            cwd=self.cwd,
+        )
+
+
+CODEX_MEMORY_FILES = frozenset({"MEMORY.md", "memory_summary.md"})
+PROJECT_NOTES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".cursorrules")
+_CWD_SCAN_BYTES = 64 * 1024
+
+
+def memory_files(since: timedelta | None = None) -> list[NotesFile]:
+    """Claude Code's auto-memory files and Codex's memories, those modified within `since`
+    (all of them for None)."""
+    found = [
+        NotesFile(path, "claude-code", _session_cwd(path.parent.parent))
+        for path in claude_code_sessions().glob("*/memory/*.md")
+    ]
+    found += codex_memory_files()
+    cutoff = None if since is None else datetime.now(UTC).timestamp() - since.total_seconds()
+    return [
+        notes
+        for notes in sorted(found, key=lambda n: n.path)
+        if notes.path.is_file() and (cutoff is None or _modified_since(notes.path, cutoff))
+    ]
+
+
+def codex_memory_files() -> list[NotesFile]:
+    return [
+        NotesFile(path, "codex")
+        for path in sorted((codex_home() / "memories").rglob("*.md"))
+        if path.name in CODEX_MEMORY_FILES
+        or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
+    ]
+
+
+def memories_of_session(client: str, transcript: Path, cwd: str | None) -> list[NotesFile]:
+    """The memory files the assistant behind an ended session may have written in it: a
+    Claude Code project's auto memory (next to its transcript), or Codex's memories."""
+    if client == "claude-code":
+        folder = transcript.parent / "memory"
+        if transcript.parent.parent.resolve() != claude_code_sessions().resolve():
+            return []  # not in Claude Code's projects: no memory of its own next to it
+        return [NotesFile(p, "claude-code", cwd) for p in sorted(folder.glob("*.md"))]
+    return codex_memory_files() if client == "codex" else []
+
+
+def unread(notes: list[NotesFile], done: set[tuple[str, str]]) -> list[NotesFile]:
+    """The notes files whose content is not among the distilled (`Spool.done`): new or
+    changed since (by content hash, whatever their modification times). An unreadable one is
+    left out."""
+    fresh = []
+    for found in notes:
+        try:
+            content_hash = sha256_file(found.path)
+        except OSError as exc:
+            logger.warning("%s unreadable, left out: %s", found.path, exc.strerror or exc)
+            continue
+        if (found.job_id, content_hash) not in done:
+            fresh.append(found)
+    return fresh
+
+
+def project_note_files(folder: Path) -> list[NotesFile]:
+    """The instructions a project keeps for coding assistants, in `folder`."""
+    root = folder.expanduser().resolve()
+    if not root.is_dir():
+        raise InputError(f"{folder} is not a folder: pass the project's root folder")
+    paths = [root / name for name in PROJECT_NOTES]
+    paths += sorted((root / ".cursor" / "rules").rglob("*.mdc"))
+    return [NotesFile(p, _owner(p), str(root)) for p in paths if p.is_file()]
+
+
+def _owner(path: Path) -> str:
+    if path.name.startswith("CLAUDE"):
+        return "claude-code"
+    return "codex" if path.name == "AGENTS.md" else "cursor"
+
+
+def _modified_since(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime >= cutoff
+    except OSError:
+        return False
+
+
+def _session_cwd(project_folder: Path) -> str | None:
+    """The working folder of a Claude Code project, from the newest of its transcripts (the
+    folder's own name is the path with every separator a dash: it cannot be read back)."""
+    transcripts = sorted(project_folder.glob("*.jsonl"), key=lambda p: _mtime(p), reverse=True)
+    for transcript in transcripts[:3]:
+        try:
+            with transcript.open("rb") as stream:
+                head = stream.read(_CWD_SCAN_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:
+                return str(record["cwd"])
+    return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -4,6 +4,10 @@ A judge labels the session (unless the caller knows the outcome), the model writ
 with instructions for that outcome, and every insight passes the abstraction lint; those
 with problems get one repair round, and any still failing the lint's errors are dropped
 (with the reason kept in `dropped`). The digest is redacted again before it is sent.
+
+Notes an assistant keeps (`kept_notes=True`: its memory files, a project's instructions) have no
+outcome to judge: they go straight to the distiller with the notes prompt, and the check is
+stricter (`proposals.check`): what reads as a fact about one project is an error.
 """
 
 from __future__ import annotations
@@ -39,20 +43,27 @@ GIVEN_MAX = 12  # notes judged per session (the latest ones, when there were mor
 DISTILL_MAX_TOKENS = 1500
 REPAIR_MAX_TOKENS = 1500
 PROMPT_OVERHEAD = 1200  # system prompt and schema, in tokens
+NOTES_REASON = "notes an assistant keeps"
 
 
 def estimate_run_tokens(
-    digest: str, *, outcome_hint: Outcome = "unknown", extra_per_call: int = 0, given: int = 0
+    digest: str,
+    *,
+    outcome_hint: Outcome = "unknown",
+    extra_per_call: int = 0,
+    given: int = 0,
+    kept_notes: bool = False,
 ) -> int:
     """Worst-case tokens of one `distill()` run on `digest`, for a budget check beforehand:
-    the judge call (unless a hint skips it) with `given` notes to judge, the distill call
-    and a repair round, each at its full `max_tokens`, each with the backend's
+    the judge call (unless a hint or `kept_notes` skips it) with `given` notes to judge, the
+    distill call and a repair round, each at its full `max_tokens`, each with the backend's
     `extra_per_call` input tokens."""
     return run_tokens_for(
         estimate_tokens(digest),
         outcome_hint=outcome_hint,
         extra_per_call=extra_per_call,
         given=given,
+        kept_notes=kept_notes,
     )
 
 
@@ -62,12 +73,13 @@ def run_tokens_for(
     outcome_hint: Outcome = "unknown",
     extra_per_call: int = 0,
     given: int = 0,
+    kept_notes: bool = False,
 ) -> int:
     """`estimate_run_tokens` for a digest of `digest_tokens` tokens."""
     overhead = PROMPT_OVERHEAD + extra_per_call
     total = digest_tokens + overhead + DISTILL_MAX_TOKENS
     total += 2 * PROMPT_OVERHEAD + extra_per_call + REPAIR_MAX_TOKENS + DISTILL_MAX_TOKENS
-    if outcome_hint == "unknown":
+    if outcome_hint == "unknown" and not kept_notes:
         notes = min(given, GIVEN_MAX)
         total += digest_tokens + overhead + JUDGE_MAX_TOKENS
         total += notes * (NOTE_TOKENS + VERDICT_MAX_TOKENS)
@@ -82,8 +94,10 @@ def distill(
     project_name: str | None = None,
     usage: Usage | None = None,
     given: Sequence[GivenInsight] = (),
+    kept_notes: bool = False,
 ) -> DistillResult:
-    """Judge the session (unless `outcome_hint` says), write insights, lint and repair them.
+    """Judge the session (unless `outcome_hint` says), write insights, lint and repair them;
+    for `kept_notes`, no judge, the notes prompt and the stricter check.
 
     With `given` (the insights the session was given), the judge also says of each whether
     it helped, was not used or misled, in the same call; a session whose outcome is known
@@ -96,12 +110,19 @@ def distill(
     if not digest.strip():  # nothing to learn from, and nothing worth paying for
         empty: JudgedOutcome = "unclear" if outcome_hint == "unknown" else outcome_hint
         return DistillResult(outcome=empty, reason="the session digest is empty", drafts=[])
-    given = list(given)[-GIVEN_MAX:]
-    outcome, reason, uses = _judge(digest, backend, outcome_hint, usage, given)
+    outcome: JudgedOutcome
+    uses: list[JudgedUse]
+    if kept_notes:  # nothing happened to judge: lessons that hold either way
+        outcome, reason, uses = "unclear", NOTES_REASON, []
+        request = prompts.notes_user(digest)
+    else:
+        given = list(given)[-GIVEN_MAX:]
+        outcome, reason, uses = _judge(digest, backend, outcome_hint, usage, given)
+        request = prompts.distill_user(digest, outcome, reason)
     proposed = backend.ask(
         step="distill",
-        system=prompts.distill_system(outcome, project_name),
-        user=prompts.distill_user(digest, outcome, reason),
+        system=prompts.distill_system(outcome, project_name, kept_notes),
+        user=request,
         answer=DistilledInsights,
         max_tokens=DISTILL_MAX_TOKENS,
         usage=usage,
@@ -111,8 +132,10 @@ def distill(
         "insights per session"
         for p in proposed[MAX_INSIGHTS:]
     ]
-    checked = [check(p, outcome, project_name) for p in proposed[:MAX_INSIGHTS]]
-    drafts = _repair(checked, backend, outcome, project_name, usage, dropped)
+    checked = [
+        check(p, outcome, project_name, kept_notes=kept_notes) for p in proposed[:MAX_INSIGHTS]
+    ]
+    drafts = _repair(checked, backend, outcome, project_name, usage, dropped, kept_notes)
     return DistillResult(
         outcome=outcome,
         reason=reason,
@@ -173,6 +196,7 @@ def _repair(
     project_name: str | None,
     usage: Usage,
     dropped: list[str],
+    kept_notes: bool = False,
 ) -> list[InsightDraft]:
     """The drafts that pass, after one repair round for those the lint found fault with."""
     flawed = [i for i, c in enumerate(checked) if c.errors or c.warnings]
@@ -185,7 +209,7 @@ def _repair(
         try:
             revisions = backend.ask(
                 step="repair",
-                system=prompts.repair_system(outcome, project_name),
+                system=prompts.repair_system(outcome, project_name, kept_notes),
                 user=request,
                 answer=DistilledInsights,
                 max_tokens=REPAIR_MAX_TOKENS,
@@ -196,7 +220,7 @@ def _repair(
             repair_error = exc
         else:
             for i, revision in zip(flawed, revisions, strict=False):
-                revised[i] = check(revision, outcome, project_name)
+                revised[i] = check(revision, outcome, project_name, kept_notes=kept_notes)
     drafts: list[InsightDraft] = []
     for i, item in enumerate(checked):
         if i not in flawed and item.draft is not None:

@@ -74,7 +74,9 @@ def ledger(settings: Settings) -> SpendLedger:
     return SpendLedger(settings.home / "spend", settings.daily_token_budget)
 
 
-def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome, given: int = 0) -> int:
+def worst_case_tokens(
+    digest: str, backend: Backend, outcome_hint: Outcome, given: int = 0, kept_notes: bool = False
+) -> int:
     """What distilling `digest` (and judging `given` notes) with `backend` may cost at most,
     for the budget check."""
     return estimate_run_tokens(
@@ -82,6 +84,7 @@ def worst_case_tokens(digest: str, backend: Backend, outcome_hint: Outcome, give
         outcome_hint=outcome_hint,
         extra_per_call=backend.extra_tokens_per_call,
         given=given,
+        kept_notes=kept_notes,
     )
 
 
@@ -224,11 +227,13 @@ def learn(
     provenance: Provenance,
     wait: float,
     given: Sequence[GivenInsight] = (),
+    kept_notes: bool = False,
 ) -> Learned:
     """Distil `digest` within today's token budgets and record what comes out, once no other
     distillation runs (waiting up to `wait` seconds for one). The judge's verdicts on the
     insights the session was `given` are recorded as feedback, with the session, the
-    backend and the plan each was recalled for.
+    backend and the plan each was recalled for. `kept_notes`: the digest is notes an
+    assistant keeps, not a session (see `distill`).
 
     Raises DistillError (BudgetExceeded and DistillUnavailable are Retryable); tokens spent
     by a failed call are still counted against the budget.
@@ -236,7 +241,7 @@ def learn(
     settings = memory.settings
     name = project.name if project else None
     with distillation_turn(settings, wait):
-        worst = worst_case_tokens(digest, backend, outcome_hint, len(given))
+        worst = worst_case_tokens(digest, backend, outcome_hint, len(given), kept_notes)
         check_budget(settings, backend, worst)
         usage = Usage()
         try:
@@ -247,6 +252,7 @@ def learn(
                 project_name=name,
                 usage=usage,
                 given=given,
+                kept_notes=kept_notes,
             )
         finally:
             ledger(settings).record(

@@ -29,7 +29,7 @@ from mtl_mcp.schemas import (
     VerdictKind,
     validation_problems,
 )
-from mtl_mcp.text.lint import lint
+from mtl_mcp.text.lint import lint, project_facts
 from mtl_mcp.text.render import one_line
 
 JudgedOutcome = Literal["success", "failure", "unclear"]
@@ -196,8 +196,16 @@ class Checked:
         return one_line(self.proposal.title, 80) or "(untitled)"
 
 
-def check(proposal: ProposedInsight, outcome: JudgedOutcome, project_name: str | None) -> Checked:
-    """Validate and lint a proposal; a redaction marker left in it is an error."""
+def check(
+    proposal: ProposedInsight,
+    outcome: JudgedOutcome,
+    project_name: str | None,
+    *,
+    kept_notes: bool = False,
+) -> Checked:
+    """Validate and lint a proposal; a redaction marker left in it is an error. From `kept_notes`
+    (an assistant's memory, a project's instructions), anything that reads as a fact about
+    one project is an error too: such a draft is repaired once, else dropped."""
     draft, errors = to_draft(proposal, outcome)
     if draft is None:
         return Checked(proposal, None, errors, [])
@@ -206,4 +214,8 @@ def check(proposal: ProposedInsight, outcome: JudgedOutcome, project_name: str |
     texts = (draft.title, draft.description, draft.content, *draft.tags)
     if any(_REDACTION_MARKER.search(text) for text in texts):
         errors.append("contains a redaction marker: leave the redacted value out entirely")
+    if kept_notes:
+        errors += project_facts(draft, project_name)
+        concrete = set(errors)  # now errors; what the lint warns of besides stays a warning
+        return Checked(proposal, draft, errors, [w for w in report.warnings if w not in concrete])
     return Checked(proposal, draft, errors, list(report.warnings))

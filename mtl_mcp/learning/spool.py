@@ -6,7 +6,9 @@ are stored. API outages, rate limits and crashes leave the job for a later retry
 backoff; a job that keeps failing moves to `failed/`. A job nothing can distil yet (no API
 key, no logged-in assistant CLI, distillation off) waits without using up its attempts.
 `done.jsonl` remembers each (session id, transcript hash) so the same transcript is never
-distilled twice.
+distilled twice. A file of notes an assistant keeps (kind "notes": a memory file, a project's
+instructions) is a job like a session, its id `notes:<path>`: it is read again only once its
+content hash changes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -36,11 +39,16 @@ MAX_DELAY = timedelta(hours=6)
 NO_BACKEND_RECHECK = timedelta(minutes=30)
 
 
+JobKind = Literal["session", "notes"]
+NOTES_PREFIX = "notes:"  # the id of a notes job: this and the file's path
+
+
 class Job(BaseModel):
-    """One session waiting to be distilled."""
+    """One session (or one file of notes an assistant keeps) waiting to be distilled."""
 
     session_id: str
-    transcript_path: str
+    transcript_path: str  # for notes, the notes file
+    kind: JobKind = "session"
     cwd: str | None = None
     client: str = "claude-code"
     format: Format = "auto"
@@ -59,6 +67,7 @@ class JobOutcome(BaseModel):
     status: str  # stored | skipped | retry | failed | waiting
     detail: str = ""
     results: list[RecordResult] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=list)  # "<title>: why the checks dropped it"
 
 
 def _safe_name(session_id: str) -> str:
@@ -108,17 +117,26 @@ class Spool:
         return [(p, j) for p, j in self.jobs() if ignore_backoff or j.next_attempt_at <= now]
 
     def already_done(self, session_id: str, content_hash: str) -> bool:
+        return (session_id, content_hash) in self.done()
+
+    def done(self) -> set[tuple[str, str]]:
+        """Every (session id, content hash) distilled so far."""
         if not self.done_log.is_file():
-            return False
+            return set()
+        found = set()
         with self.done_log.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:
                     entry = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                if entry.get("session_id") == session_id and entry.get("hash") == content_hash:
-                    return True
-        return False
+                if isinstance(entry, dict):
+                    found.add((str(entry.get("session_id")), str(entry.get("hash"))))
+        return found
+
+    def notes_learnt(self) -> int:
+        """How many notes files (memory files, project instructions) were distilled."""
+        return len({job for job, _ in self.done() if job.startswith(NOTES_PREFIX)})
 
     def mark_done(self, session_id: str, content_hash: str, stored: int) -> None:
         entry = {

@@ -1,4 +1,5 @@
-"""The queue worker: distils ready jobs one at a time, one worker per machine.
+"""The queue worker: distils ready jobs one at a time, one worker per machine: sessions, and
+notes the assistants keep (their memory files, a project's instructions), the same way.
 
 A job file is deleted only once its insights are stored; any failure leaves it queued with
 backoff (or until the time a `Retryable` error names), and a job that keeps failing moves
@@ -10,24 +11,43 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
-from mtl_mcp.learning.backends.select import Chooser, source_of
-from mtl_mcp.learning.fitting import fit_digest
+from mtl_mcp.learning.backends import Backend
+from mtl_mcp.learning.backends.select import Choice, Chooser, source_of
+from mtl_mcp.learning.fitting import digest_room, fit_digest
+from mtl_mcp.learning.notes import notes_digest
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
 from mtl_mcp.learning.spool import Job, JobOutcome, Spool
 from mtl_mcp.learning.transcripts import not_text
-from mtl_mcp.project import resolve_project
+from mtl_mcp.project import ProjectRef, resolve_project
 from mtl_mcp.schemas import Provenance
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a job distils: the digest, the backend and the project."""
+
+    digest: str
+    backend: Backend
+    project: ProjectRef | None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Nothing in the job worth a model call: it is done as it is."""
+
+    detail: str
 
 
 def process_job(
@@ -42,49 +62,47 @@ def process_job(
         status = spool.postpone(path, job, error, until=until)
         return JobOutcome(session_id=job.session_id, status=status, detail=error)
 
+    def skip(detail: str, content_hash: str | None = None) -> JobOutcome:
+        if content_hash is not None:  # done: never read again while it stays the same
+            spool.mark_done(job.session_id, content_hash, 0)
+        spool.finish(path, job)
+        return JobOutcome(session_id=job.session_id, status="skipped", detail=detail)
+
     try:
         content_hash = sha256_file(transcript)
     except OSError as exc:
         return postpone(f"transcript unreadable: {exc}")
     if spool.already_done(job.session_id, content_hash):
-        spool.finish(path, job)
-        return JobOutcome(
-            session_id=job.session_id,
-            status="skipped",
-            detail="this transcript was already distilled",
-        )
-    if problem := not_text(transcript):  # binary: no retry reads it, nor is it done
-        spool.finish(path, job)
-        return JobOutcome(session_id=job.session_id, status="skipped", detail=problem)
+        return skip(f"this {'file' if job.kind == 'notes' else 'transcript'} was already distilled")
+    if problem := not_text(transcript):  # binary: no retry reads it
+        # A session is not done (a later transcript may be text); a notes file is found by
+        # every backfill, so it is, until its content changes.
+        return skip(problem, content_hash if job.kind == "notes" else None)
+    prepare = _prepare_notes if job.kind == "notes" else _prepare_session
     try:
-        parsed, digest = digest_transcript(transcript, settings, job.format)
+        prepared = prepare(job, transcript, settings, chooser)
     except TranscriptError as exc:
         return postpone(str(exc), exc)
-    if digest.trivial:
-        spool.mark_done(job.session_id, content_hash, 0)
-        spool.finish(path, job)
-        return JobOutcome(
-            session_id=job.session_id,
-            status="skipped",
-            detail="trivial session (a few turns, no tool use)",
-        )
-    choice = chooser.choose(source_of(parsed.format) or job.client)
-    if choice.backend is None:
-        status = spool.wait(path, job, choice.reason)
-        return JobOutcome(session_id=job.session_id, status=status, detail=choice.reason)
-    digest = fit_digest(parsed, digest, choice.backend, settings)  # a small model's window
-    project = resolve_project(job.cwd or parsed.cwd or transcript.parent)
-    provenance = Provenance(project=project.id, session_id=job.session_id, client=job.client)
+    if isinstance(prepared, Skipped):
+        return skip(prepared.detail, content_hash)
+    if isinstance(prepared, Choice):
+        status = spool.wait(path, job, prepared.reason)
+        return JobOutcome(session_id=job.session_id, status=status, detail=prepared.reason)
+    project = prepared.project
+    provenance = Provenance(
+        project=project.id if project else None, session_id=job.session_id, client=job.client
+    )
     try:
         learned = learn(
             memory,
-            digest.text,
-            backend=choice.backend,
+            prepared.digest,
+            backend=prepared.backend,
             outcome_hint=job.outcome_hint,
             project=project,
             provenance=provenance,
             wait=worker_wait(settings),
-            given=memory.given_insights(job.session_id),
+            given=memory.given_insights(job.session_id) if job.kind == "session" else (),
+            kept_notes=job.kind == "notes",
         )
     except DistillError as exc:
         # A spent budget waits for the next day; anything else backs off and, if it keeps
@@ -97,9 +115,45 @@ def process_job(
     return JobOutcome(
         session_id=job.session_id,
         status="stored",
-        detail=f"{learned.distilled.outcome}: {learned.distilled.reason}",
+        detail=(
+            f"{learned.stored} stored, {len(learned.distilled.dropped)} dropped (project facts "
+            "stay in the notes)"
+            if job.kind == "notes"
+            else f"{learned.distilled.outcome}: {learned.distilled.reason}"
+        ),
         results=learned.results,
+        dropped=learned.distilled.dropped,
     )
+
+
+def _prepare_session(
+    job: Job, transcript: Path, settings: Settings, chooser: Chooser
+) -> Prepared | Skipped | Choice:
+    """A session's digest, its backend and project; a Choice without a backend says why the
+    job waits."""
+    parsed, digest = digest_transcript(transcript, settings, job.format)
+    if digest.trivial:
+        return Skipped("trivial session (a few turns, no tool use)")
+    choice = chooser.choose(source_of(parsed.format) or job.client)
+    if choice.backend is None:
+        return choice
+    digest = fit_digest(parsed, digest, choice.backend, settings)  # a small model's window
+    project = resolve_project(job.cwd or parsed.cwd or transcript.parent)
+    return Prepared(digest.text, choice.backend, project)
+
+
+def _prepare_notes(
+    job: Job, notes: Path, settings: Settings, chooser: Chooser
+) -> Prepared | Skipped | Choice:
+    """A notes file's text, read by the login of the assistant that keeps it (any backend
+    `auto` picks), and its project when known (Codex's memories belong to none)."""
+    choice = chooser.choose(job.client)
+    if choice.backend is None:
+        return choice
+    text = notes_digest(notes, job.client, digest_room(choice.backend, settings))
+    if not text:
+        return Skipped("the notes are empty")
+    return Prepared(text, choice.backend, resolve_project(job.cwd) if job.cwd else None)
 
 
 def run_worker(

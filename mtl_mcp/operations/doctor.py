@@ -230,6 +230,33 @@ def _distillation(settings: Settings) -> Check:
     )
 
 
+def _kept_notes(settings: Settings) -> Check | None:
+    """How many of the assistants' memory files were learnt from, and how many are new or
+    changed since; None on a machine without any."""
+    from mtl_mcp.learning.discovery import memory_files, unread
+    from mtl_mcp.learning.spool import Spool
+
+    found = memory_files()
+    if not found:
+        return None
+    spool = Spool(settings)
+    waiting = unread(found, spool.done())
+    per_client = ", ".join(
+        f"{client} {sum(n.client == client for n in found)}"
+        for client in sorted({n.client for n in found})
+    )
+    detail = (
+        f"{len(found)} memory files on this machine ({per_client}); "
+        f"{spool.notes_learnt()} notes files learnt from so far"
+    )
+    if waiting:
+        detail += (
+            f"; {len(waiting)} new or changed since: `mtl-mcp distill --memories` learns from "
+            "them (`distill --since` from those changed within its window)"
+        )
+    return Check(name="assistant memories", ok=True, required=False, detail=detail)
+
+
 def _restore_advice(settings: Settings) -> str:
     backups = list_backups(settings)
     if not backups:
@@ -370,6 +397,8 @@ def run_checks(settings: Settings) -> list[Check]:
     if settings.openai_base_url:
         checks.append(_openai_endpoint(settings))
     checks.append(_distillation(settings))
+    if notes := _kept_notes(settings):
+        checks.append(notes)
     if codex := _codex_hooks(Path.home(), Path.cwd()):
         checks.append(codex)
     return checks

@@ -3,6 +3,11 @@
 A pure function. Secrets and empty fields reject an insight; concrete details (paths, URLs,
 long identifiers, hashes, line numbers, version pins, the project's own name) lower its
 `abstraction_score` and come back as warnings the assistant can act on.
+
+`project_facts` is the stricter gate for insights distilled from notes an assistant keeps
+(its memory files, a project's CLAUDE.md or AGENTS.md): such notes are mostly facts about
+one project, so there every concrete detail, and any sign of a statement about one project
+or one user, rejects the insight.
 """
 
 from __future__ import annotations
@@ -59,6 +64,47 @@ _CHECKS: tuple[tuple[str, re.Pattern[str], str, float], ...] = (
         0.15,
     ),
 )
+# Marks of a statement about one project or one person rather than a lesson: the project
+# speaking of itself, its services and settings, its people's preferences.
+_FACT_MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "it speaks of one project",
+        re.compile(
+            r"\b(?:this|our|the current|the same)\s+(?:project|repo|repository|codebase|"
+            r"monorepo|app|application|service|team|company|organi[sz]ation|workspace)\b",
+            re.I,
+        ),
+    ),
+    ("it speaks for a team (we, our, us)", re.compile(r"\b(?:[Ww]e|[Oo]ur|us)\b")),
+    (
+        "it names a host or port",
+        re.compile(r"\blocalhost\b|\b127\.0\.0\.1\b|\bport\s+\d{2,5}\b|:\d{4,5}\b", re.I),
+    ),
+    ("it names a setting (an environment variable)", re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")),
+    (
+        "it says where something lives",
+        re.compile(
+            r"\b(?:lives?|kept|stored|located)\s+(?:in|under)\s+(?:the\s+)?"
+            r"(?:[\w.-]+/|[\w.-]+\s+(?:folder|directory)\b)",
+            re.I,
+        ),
+    ),
+    (
+        "it names a branch",
+        re.compile(
+            r"\b(?:main|master|develop|trunk|gh-pages)\s+branch\b"
+            r"|\b(?:against|into|onto)\s+(?:main|master|develop)\b"
+        ),
+    ),
+    (
+        "it records a person's preference",
+        re.compile(
+            r"\b(?:the user|the owner|the maintainers?|the team)\s+"
+            r"(?:prefers?|wants?|likes?|dislikes?|asked|insists?|requires?)\b",
+            re.I,
+        ),
+    ),
+)
 _MIN_WORDS = {"title": 2, "content": 6}
 _ABBREVIATIONS = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.", re.I)
 
@@ -97,23 +143,9 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
             "insights are reference notes, so state what worked or failed instead"
         )
     penalty = 0.0
-    # Warnings quote what they flag, back to the caller and into logs: a secret the lint
-    # rejects must not ride along, whole or in part, so they quote the redacted text.
-    quotable = {name: redact(text) for name, text in texts.items()}
-    for label, pattern, advice, cost in _CHECKS:
-        for name, text in quotable.items():
-            hits = sorted(set(pattern.findall(text)))
-            if hits:
-                report.warnings.append(f"{name} has a {label} ({', '.join(hits[:3])}): {advice}")
-                penalty += cost * min(len(hits), 2)
-    if project_name and len(project_name) >= 3:
-        own_name = re.compile(rf"\b{re.escape(project_name)}\b", re.I)
-        if any(own_name.search(text) for text in texts.values()):
-            report.warnings.append(
-                f"mentions this project's name ({redact(project_name)!r}): "
-                "the lesson should hold in any project"
-            )
-            penalty += 0.2
+    for warning, cost in _concrete_details(texts, project_name):
+        report.warnings.append(warning)
+        penalty += cost
     prose = _ABBREVIATIONS.sub("", draft.content.strip())
     sentences = len(re.findall(r"[.!?](?:\s|$)", prose + " "))
     if sentences > 3:
@@ -121,3 +153,49 @@ def lint(draft: InsightDraft, project_name: str | None = None) -> LintReport:
         penalty += 0.1
     report.score = round(max(0.0, 1.0 - penalty), 3)
     return report
+
+
+def _concrete_details(texts: dict[str, str], project_name: str | None) -> list[tuple[str, float]]:
+    """(warning, penalty) for each kind of concrete detail in the named texts."""
+    found: list[tuple[str, float]] = []
+    # Warnings quote what they flag, back to the caller and into logs: a secret the lint
+    # rejects must not ride along, whole or in part, so they quote the redacted text.
+    quotable = {name: redact(text) for name, text in texts.items()}
+    for label, pattern, advice, cost in _CHECKS:
+        for name, text in quotable.items():
+            hits = sorted(set(pattern.findall(text)))
+            if hits:
+                found.append(
+                    (
+                        f"{name} has a {label} ({', '.join(hits[:3])}): {advice}",
+                        cost * min(len(hits), 2),
+                    )
+                )
+    if project_name and len(project_name) >= 3:
+        own_name = re.compile(rf"\b{re.escape(project_name)}\b", re.I)
+        if any(own_name.search(text) for text in texts.values()):
+            found.append(
+                (
+                    f"mentions this project's name ({redact(project_name)!r}): "
+                    "the lesson should hold in any project",
+                    0.2,
+                )
+            )
+    return found
+
+
+def project_facts(draft: InsightDraft, project_name: str | None = None) -> list[str]:
+    """Why `draft` reads as a fact about one project or person rather than a lesson that
+    transfers (empty: it reads as a lesson). Every concrete detail the lint warns of counts,
+    and so does each marker of a statement about one project."""
+    texts = {"title": draft.title, "description": draft.description, "content": draft.content}
+    problems = [warning for warning, _ in _concrete_details(texts, project_name)]
+    for reason, pattern in _FACT_MARKERS:
+        for name, text in texts.items():
+            hits = sorted({m.group(0) for m in pattern.finditer(redact(text))})
+            if hits:
+                problems.append(
+                    f"{name} reads as a fact about one project, not a lesson: {reason} "
+                    f"({', '.join(hits[:3])}); keep only what holds in any project"
+                )
+    return problems
