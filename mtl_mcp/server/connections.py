@@ -23,8 +23,9 @@ from mcp.shared.message import SessionMessage
 
 from mtl_mcp.config import Settings
 from mtl_mcp.operations.service import HELLO_MAX
-from mtl_mcp.server.app import WINDOW, MemoryKeeper, Window, build_server
+from mtl_mcp.server.app import build_server
 from mtl_mcp.server.calls import answer_call
+from mtl_mcp.server.keeper import WINDOW, MemoryKeeper, Window
 from mtl_mcp.server.service import (
     CHECK_SECONDS,
     MESSAGE_MAX,
