@@ -219,6 +219,20 @@ class Memory:
         if self._on_change is not None:
             self._on_change(self)
 
+    def changes_stamp(self) -> tuple[int, int, int]:
+        """Changes whenever the insights (in any process) or the recall ledger change: the
+        table version, and the ledger's and verdicts' file times. A stat or two, and a
+        version check: cheap enough to poll every second."""
+        version = self._snapshot().version
+        ledger = self.loop.ledger.path
+        stamps = []
+        for path in (ledger, ledger.with_name(ledger.name + "-wal")):
+            try:
+                stamps.append(path.stat().st_mtime_ns)
+            except OSError:
+                stamps.append(0)
+        return version, max(stamps), self.loop.ledger.verdict_stamp()
+
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use;
         start loading the team pool in the background."""

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -55,14 +55,29 @@ class MemoryKeeper:
         self._memory = memory
         self._lock = threading.Lock()
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
+        self._listeners: list[Callable[[], None]] = []
 
     def get(self) -> Memory:
         with self._lock:
             if self._memory is None:
                 from mtl_mcp.memory import Memory
 
-                self._memory = Memory(self._settings, on_change=refresh_general_context)
+                self._memory = Memory(self._settings, on_change=self._changed)
             return self._memory
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (in the writing thread) after every change to the insights, as
+        the open dashboard wants to hear. It must be quick and never raise."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _changed(self, memory: Memory) -> None:
+        refresh_general_context(memory)
+        for listener in list(self._listeners):
+            listener()
 
     def start_warming(self) -> None:
         """Open the store and load the model in the background (once)."""

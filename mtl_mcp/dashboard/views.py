@@ -1,0 +1,129 @@
+"""What the dashboard shows, shaped from `Memory`'s answers: JSON-ready, and redacted.
+
+Every string that reaches the page passes the redactor (`shown`), ids included: nothing the
+page displays can hold a secret the redactor knows. Nothing here returns a key, a token, a
+store URI or a path of the data directory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from mtl_mcp.config import Settings
+from mtl_mcp.schemas import Insight
+from mtl_mcp.text.redact import redact
+
+LIST_FIELDS = (
+    "id",
+    "title",
+    "description",
+    "domain",
+    "category",
+    "polarity",
+    "project",
+    "support",
+    "helpful",
+    "harmful",
+    "recall_count",
+    "status",
+    "source",
+    "updated_at",
+)
+
+
+def shown(value: Any) -> Any:
+    """`value` made JSON-ready, every string in it redacted (mapping keys are ours)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {str(k): shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [shown(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return redact(value.name)
+    return value
+
+
+def listed(insight: Insight) -> dict[str, Any]:
+    """One row of the browse page."""
+    row = insight.model_dump(mode="json", include=set(LIST_FIELDS))
+    return dict(shown(row))
+
+
+def facets(stats: Mapping[str, Any], team: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The values each browse filter offers (active insights of both tiers), commonest
+    first, with the totals; no paths, URIs or model files."""
+    merged: dict[str, Counter[str]] = {}
+    for name in ("by_domain", "by_category", "by_polarity", "by_project"):
+        counts: Counter[str] = Counter(stats.get(name) or {})
+        if team:
+            counts.update((team.get("counts") or {}).get(name) or {})
+        merged[name.removeprefix("by_")] = counts
+    return dict(
+        shown(
+            {
+                "total": stats.get("total", 0),
+                "retired": stats.get("retired", 0),
+                "team": team is not None,
+                **{
+                    name: [{"value": v, "count": c} for v, c in counts.most_common()]
+                    for name, counts in merged.items()
+                },
+            }
+        )
+    )
+
+
+def queue(rows: list[dict[str, object]]) -> list[dict[str, Any]]:
+    """The distillation queue: each job's session, state, attempts and why it waits (the
+    transcript by its file name only)."""
+    return [
+        dict(
+            shown(
+                {
+                    "session_id": row.get("session_id"),
+                    "state": row.get("state"),
+                    "client": row.get("client"),
+                    "transcript": Path(str(row.get("transcript_path") or "")).name,
+                    "attempts": row.get("attempts"),
+                    "created_at": row.get("created_at"),
+                    "next_attempt_at": row.get("next_attempt_at"),
+                    "last_error": row.get("last_error"),
+                }
+            )
+        )
+        for row in rows
+    ]
+
+
+def spend(settings: Settings, used: Mapping[str, int], local: set[str]) -> dict[str, Any]:
+    """Today's tokens by backend against each budget: the daily one (every backend but a
+    local model), a subscription's own, a local model's own."""
+    subscription = {"claude-code", "codex", "sampling"}
+    rows = []
+    for backend, tokens in sorted(used.items()):
+        if backend in local:
+            budget, which = settings.local_daily_tokens, "local model's own"
+        elif backend in subscription:
+            budget, which = settings.subscription_daily_tokens, "subscription's own"
+        else:
+            budget, which = settings.daily_token_budget, "daily"
+        rows.append({"backend": backend, "tokens": tokens, "budget": budget, "budget_kind": which})
+    counted = sum(t for b, t in used.items() if b not in local)
+    return {
+        "day": datetime.now(UTC).date().isoformat(),
+        "daily": {"tokens": counted, "budget": settings.daily_token_budget},
+        "backends": rows,
+        "subscription_budget": settings.subscription_daily_tokens,
+        "local_budget": settings.local_daily_tokens,
+    }
