@@ -178,7 +178,7 @@ async function browsePage(_arg, query) {
   const last = Math.min(offset + page.items.length, page.total);
   const pager = el("div", { class: "pager" },
     el("button", { type: "button", disabled: offset === 0, onclick: () => go(Math.max(0, offset - PAGE)) }, "← Previous"),
-    el("span", { id: "count" }, page.total ? `${offset + 1}–${last} of ${page.total}` : "no insights match"),
+    el("span", { id: "count" }, page.total ? `${offset + 1}-${last} of ${page.total}` : "no insights match"),
     el("button", { type: "button", disabled: last >= page.total, onclick: () => go(offset + PAGE) }, "Next →"),
     el("span", { class: "muted" }, `server ${fmt(page.server_ms, 1)} ms`));
   render(
@@ -353,7 +353,8 @@ async function insightPage(id) {
       }
       await state.render();
       const notice = document.getElementById("message");
-      if (notice) notice.replaceChildren(el("p", { class: "okay" }, "Saved: linted and embedded again."));
+      if (notice) notice.replaceChildren(el("p", { class: "okay" }, "Saved: linted and embedded again."),
+        result.warnings.length ? el("ul", { class: "reasons" }, result.warnings.map((w) => el("li", {}, w))) : null);
     });
   });
 
@@ -419,7 +420,7 @@ async function insightPage(id) {
 
 async function sessionsPage() {
   const data = await api("/api/sessions");
-  const message = el("div", { role: "status", "aria-live": "polite" });
+  const message = el("div", { id: "message", role: "status", "aria-live": "polite" });
   const sessions = data.sessions.length ? data.sessions.map((s) => {
     const title = (id) => s.titles[id] || id;
     return el("details", { class: "session" },
@@ -447,7 +448,7 @@ async function sessionsPage() {
       try {
         const answer = await api("/api/queue/retry", {});
         await state.render();
-        message.replaceChildren(el("p", { class: "okay" }, `Requeued ${answer.requeued} job(s).`));
+        document.getElementById("message").replaceChildren(el("p", { class: "okay" }, `Requeued ${answer.requeued} job(s).`));
       } catch (error) { message.replaceChildren(el("p", { class: "error" }, error.message)); }
     },
   }, `Retry failed (${failed})`);
