@@ -97,10 +97,9 @@ def _number(value: str | None, default: int, low: int, high: int, name: str) -> 
     return number
 
 
-def build_app(source: MemorySource, secrets: Secrets) -> ASGIApp:
-    """The dashboard as an ASGI app behind its guard."""
-    changes = Changes()
-    source.add_listener(changes.bump)
+def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIApp:
+    """The dashboard as an ASGI app behind its guard; `changes` counts this process's
+    writes (the caller hangs it on the source for as long as the dashboard runs)."""
     cache: dict[str, tuple[Any, Any]] = {}
 
     async def run(work: Callable[[Memory], T]) -> T:
@@ -188,7 +187,7 @@ def build_app(source: MemorySource, secrets: Secrets) -> ASGIApp:
                 limit=limit,
                 offset=offset,
             )
-            rows = [views.listed(i) for i in items]
+            rows = views.listed(items)
             return {
                 "items": rows,
                 "total": total,
@@ -345,7 +344,14 @@ def build_app(source: MemorySource, secrets: Secrets) -> ASGIApp:
 
     async def memory_map(request: Request) -> Response:
         def work(memory: Memory) -> Any:
-            return cached(memory, "map", lambda: _map(memory))
+            def make() -> Any:
+                import pyarrow as pa
+
+                drawn = _map(memory)
+                pa.default_memory_pool().release_unused()  # the labels' columns, ~10 MB at 10k
+                return drawn
+
+            return cached(memory, "map", make)
 
         return await answer(work)
 
@@ -409,7 +415,7 @@ def _map(memory: Memory) -> dict[str, Any]:
     from mtl_mcp.quality.abstraction import measure
     from mtl_mcp.quality.memory_map import project_2d
 
-    labelled = memory.vectors()
+    labelled = memory.vectors(("id", "title", "domain", "category"))
     total = len(labelled.records)
     chosen = np.arange(total)
     if total > MAP_POINTS:

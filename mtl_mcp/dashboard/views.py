@@ -37,27 +37,64 @@ LIST_FIELDS = (
 )
 
 
+# Joins the strings of one answer for a single pass of the redactor (a call costs ~0.1 ms
+# however short its text, and a page holds hundreds). No secret pattern matches it, so a
+# finding that swallowed one shows as a miscount, and then each string is redacted alone.
+_SEPARATOR = "\x00"
+
+
 def shown(value: Any) -> Any:
     """`value` made JSON-ready, every string in it redacted (mapping keys are ours)."""
+    plain = _plain(value)
+    texts: dict[str, str] = {}
+    _strings(plain, texts)
+    if texts:
+        originals = list(texts)
+        joined = redact(_SEPARATOR.join(originals)).split(_SEPARATOR)
+        if len(joined) != len(originals):
+            joined = [redact(text) for text in originals]
+        texts = dict(zip(originals, joined, strict=True))
+    return _replaced(plain, texts)
+
+
+def _plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    if isinstance(value, str):
-        return redact(value)
+        return value.model_dump(mode="json")
     if isinstance(value, Mapping):
-        return {str(k): shown(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
-        return [shown(v) for v in value]
+        return [_plain(v) for v in value]
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, Path):
-        return redact(value.name)
+        return value.name
     return value
 
 
-def listed(insight: Insight) -> dict[str, Any]:
-    """One row of the browse page."""
-    row = insight.model_dump(mode="json", include=set(LIST_FIELDS))
-    return dict(shown(row))
+def _strings(value: Any, found: dict[str, str]) -> None:
+    if isinstance(value, str):
+        found[value.replace(_SEPARATOR, "")] = ""
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, found)
+
+
+def _replaced(value: Any, redacted: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return redacted[value.replace(_SEPARATOR, "")]
+    if isinstance(value, dict):
+        return {k: _replaced(v, redacted) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replaced(v, redacted) for v in value]
+    return value
+
+
+def listed(insights: list[Insight]) -> list[dict[str, Any]]:
+    """The rows of a browse page."""
+    return list(shown([i.model_dump(mode="json", include=set(LIST_FIELDS)) for i in insights]))
 
 
 def facets(stats: Mapping[str, Any], team: Mapping[str, Any] | None) -> dict[str, Any]:

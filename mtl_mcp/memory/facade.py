@@ -604,11 +604,12 @@ class Memory:
             result["team"] = stats_of(self.team, self._model_name, counts)
         return result
 
-    def vectors(self) -> LabelledVectors:
-        """The active insights' embeddings and labels (the in-memory matrix, not a re-read)."""
+    def vectors(self, columns: Sequence[str] | None = None) -> LabelledVectors:
+        """The active insights' embeddings and labels (the in-memory matrix, not a re-read);
+        only `columns` of each record, if given (a map of 100k needs four)."""
         snapshot = self._snapshot()
-        active = np.flatnonzero(snapshot.active)
-        return LabelledVectors(snapshot.records([int(n) for n in active]), snapshot.vectors[active])
+        active = [int(n) for n in np.flatnonzero(snapshot.active)]
+        return LabelledVectors(snapshot.records(active, columns), snapshot.vectors[active])
 
     # -- changing insights ----------------------------------------------------------------------
 

@@ -187,7 +187,10 @@ class Snapshot:
         indices = np.flatnonzero(mask)
         return indices, scores[indices]
 
-    def records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
-        """The rows at `indices`, in that order, as dicts."""
-        rows: list[dict[str, Any]] = self.rows.take(pa.array(indices, pa.int64())).to_pylist()
+    def records(
+        self, indices: Sequence[int], columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows at `indices`, in that order, as dicts (of only `columns`, if given)."""
+        table = self.rows if columns is None else self.rows.select(list(columns))
+        rows: list[dict[str, Any]] = table.take(pa.array(indices, pa.int64())).to_pylist()
         return rows

@@ -89,7 +89,7 @@ class Dashboard:
         return json.loads(self.cli(*args, "--json").stdout)
 
 
-def _seed(home: Path) -> None:
+def seed_demo(home: Path) -> None:
     """The starter pack, one session that was given recalls and judged them, a failed
     distillation job, and today's spend by two backends."""
     settings = load_settings(home)
@@ -135,7 +135,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         MTL_MCP_CLAUDE_COMMAND="claude-not-installed-for-tests",
         MTL_MCP_CODEX_COMMAND="codex-not-installed-for-tests",
     )
-    _seed(home)
+    seed_demo(home)
     log = root / "ui.log"
     with log.open("w") as stderr:
         process = subprocess.Popen(

@@ -167,6 +167,9 @@ def test_sessions_show_recalls_verdicts_queue_and_spend(page: Any, dashboard: Da
     session.locator("summary").click()
     assert "helped" in session.inner_text()
     assert PLAN[:30] in session.inner_text()
+    report = next(s for s in dashboard.cli_json("sessions") if s["session_id"] == SESSION)
+    given = session.locator("li", has_text=PLAN[:30]).get_by_role("link").all_inner_texts()
+    assert given == [report["titles"][h["id"]] for h in report["recalls"][0]["hits"]]
     queue = page.locator("table[aria-label='Distillation queue']").inner_text()
     assert "failed" in queue
     assert "the distillation backend timed out" in queue

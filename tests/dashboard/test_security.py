@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from mtl_mcp.dashboard.views import shown
+from mtl_mcp.text.redact import redact
 from tests.dashboard.conftest import Dashboard
 
 pytestmark = pytest.mark.slow
@@ -171,3 +172,18 @@ def test_the_redactor_runs_on_everything_shown() -> None:
     assert key not in str(sent)
     assert aws not in str(sent)
     assert "[REDACTED:" in sent["nested"][0]["reason"]
+
+
+def test_one_redactor_pass_per_answer_equals_one_per_string() -> None:
+    """The page's strings are redacted in one joined pass; a finding that would span two of
+    them (a `password = ` and the next string) falls back to one pass per string."""
+    texts = [
+        "password = ",
+        "hunter2hunter2XY9",
+        "uses sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3,
+        "plain",
+        "token: ghp_" + "a8Kd93LmQ2x7Vb4Nw1Zr5Tp6Yc0Hs3Fj9Ue2",
+    ]
+    assert shown(texts) == [redact(t) for t in texts]
+    assert shown({"a": texts[:2]})["a"] == [redact(t) for t in texts[:2]]
+    assert "[REDACTED:github-token]" in shown(texts)[4]

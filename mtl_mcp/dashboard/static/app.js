@@ -17,7 +17,7 @@ function el(tag, attrs, ...children) {
     else if (key === "text") node.textContent = value;
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -468,7 +468,7 @@ async function sessionsPage() {
     el("h1", {}, "Sessions"),
     message,
     el("div", { class: "figures" },
-      el("div", {}, el("strong", {}, loop.sessions), "sessions recalled for"),
+      el("div", {}, el("strong", {}, loop.sessions), "sessions given a recall"),
       el("div", {}, el("strong", {}, loop.plan_recall_share === null ? "—" : `${Math.round(loop.plan_recall_share * 100)}%`), "got a plan recall"),
       el("div", {}, el("strong", {}, Object.values(loop.verdicts).reduce((a, b) => a + b, 0)), "verdicts")),
     el("h2", {}, "Recent sessions"), ...sessions,
@@ -617,6 +617,7 @@ async function start() {
   }
   window.addEventListener("hashchange", () => route());
   await route(false);
+  performance.mark("mtl-first-page-usable"); // what bench/dashboard.py times from navigation
   listen();
 }
 
