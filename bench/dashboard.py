@@ -200,7 +200,7 @@ def bench_previews(board: Launched, home: Path, reps: int) -> dict[str, Any]:
     for plan in plans:  # warm both
         service.recall(plan, k=3)
         board.preview(plan)
-    recall, preview, inside = [], [], []
+    recall, preview, inside, server = [], [], [], []
     for _ in range(max(1, reps // len(plans))):
         for plan in plans:
             start = time.perf_counter()
@@ -209,11 +209,13 @@ def bench_previews(board: Launched, home: Path, reps: int) -> dict[str, Any]:
             data, ms = board.preview(plan)
             preview.append(ms)
             inside.append(data["seconds"] * 1000)
+            server.append(data["server_ms"])
     return {
         "recall_ms": median(recall),
         "preview_ms": median(preview),
         "preview_minus_recall_ms": round(median(preview) - median(recall), 2),
         "ranking_inside_preview_ms": median(inside),
+        "preview_route_ms": median(server),
         "samples": len(preview),
     }
 

@@ -300,10 +300,9 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
                 domains=[str(d) for d in domains] if isinstance(domains, list) else None,
                 min_score=float(min_score) if isinstance(min_score, int | float) else None,
             )
-            shaped = views.shown(result)
             from mtl_mcp.text.render import recall_text
 
-            shaped["notes"] = views.shown(recall_text(result.hits))
+            shaped = views.shown({**dict(result), "notes": recall_text(result.hits)})
             shaped["server_ms"] = round((time.perf_counter() - start) * 1000, 2)
             return shaped
 
