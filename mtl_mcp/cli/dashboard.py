@@ -38,7 +38,11 @@ def ui(port: int, no_browser: bool) -> None:
         return
     why = "MTL_MCP_SERVICE is off" if not config.service else "the shared service cannot start"
     click.echo(f"mtl-mcp: serving the dashboard in this process ({why})", err=True)
-    with run.in_process(config, port) as (url, serve):
+    from mtl_mcp.server.keeper import MemoryKeeper
+
+    keeper = MemoryKeeper(config)
+    keeper.start_warming()
+    with run.in_process(keeper, port) as (url, serve):
         _announce(url, no_browser)
         serve()
 

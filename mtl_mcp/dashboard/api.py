@@ -24,6 +24,7 @@ from mtl_mcp import errors
 from mtl_mcp.dashboard import views
 from mtl_mcp.dashboard.guard import Guard, Secrets
 from mtl_mcp.errors import InputError, MtlError
+from mtl_mcp.memory.listeners import ChangeListeners
 from mtl_mcp.schemas import BrowseSort, Category, Polarity, RatingState, Scope, Source
 from mtl_mcp.version import __version__
 
@@ -60,11 +61,9 @@ _STATUS = {
 class MemorySource(Protocol):
     """Where the dashboard's memory comes from: the service's keeper, or its own."""
 
+    listeners: ChangeListeners
+
     def get(self) -> Memory: ...
-
-    def add_listener(self, listener: Callable[[], None]) -> None: ...
-
-    def remove_listener(self, listener: Callable[[], None]) -> None: ...
 
 
 class Changes:

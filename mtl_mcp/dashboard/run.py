@@ -19,14 +19,14 @@ import json
 import logging
 import secrets
 import socket
-import threading
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, map_big_blocks_alone
 from mtl_mcp.dashboard.api import Changes, MemorySource, build_app
 from mtl_mcp.dashboard.guard import Secrets
 from mtl_mcp.errors import ConfigError, MtlError
@@ -34,7 +34,6 @@ from mtl_mcp.errors import ConfigError, MtlError
 if TYPE_CHECKING:
     import uvicorn
 
-    from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
 HOST = "127.0.0.1"
@@ -90,28 +89,15 @@ def _server(app: Any) -> uvicorn.Server:
     return Quiet(config)
 
 
-def big_blocks_back_to_the_system() -> None:
-    """Have glibc map every block of 1 MB or more on its own, so freeing it returns it to
-    the system. By default the threshold rises to the largest block freed so far, and the
-    map's temporary arrays (15 MB each at 10k insights, in a worker thread's arena) then
-    stayed resident in the long-lived service: ~50 MB more after one look at the map.
-    Nothing happens where there is no glibc."""
-    import ctypes
-
-    m_mmap_threshold = -3
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(m_mmap_threshold, 1 << 20)
-
-
 async def serve_until(
     source: MemorySource, sock: socket.socket, launch: Secrets, done: Callable[[], Any]
 ) -> None:
     """Serve the dashboard on `sock` until the coroutine `done()` returns; then close it
     (open live feeds are cut after SHUTDOWN_SECONDS)."""
-    big_blocks_back_to_the_system()
+    map_big_blocks_alone()
     changes = Changes()
     server = _server(build_app(source, launch, changes))
-    source.add_listener(changes.bump)
+    source.listeners.add(changes.bump)
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [sock])
@@ -120,7 +106,7 @@ async def serve_until(
             finally:
                 server.should_exit = True
     finally:
-        source.remove_listener(changes.bump)  # the service outlives this dashboard
+        source.listeners.remove(changes.bump)  # the service outlives this dashboard
 
 
 # -- inside the service ---------------------------------------------------------------------
@@ -193,58 +179,32 @@ def hold(sock: socket.socket) -> None:
 # -- in this process ------------------------------------------------------------------------
 
 
-class LocalSource:
-    """The dashboard's own memory, when no service holds one."""
+class OwnSource(MemorySource, Protocol):
+    """A memory this process owns (the CLI hands it the MCP server's keeper): counters
+    flushed while `running`, closed at its end."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._memory: Memory | None = None
-        self._lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
-
-    def get(self) -> Memory:
-        with self._lock:
-            if self._memory is None:
-                from mtl_mcp.memory import Memory
-
-                self._memory = Memory(self._settings, on_change=self._changed)
-            return self._memory
-
-    def add_listener(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: Callable[[], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
-    def _changed(self, memory: Memory) -> None:
-        from mtl_mcp.operations.context import refresh_general_context
-
-        refresh_general_context(memory)
-        for listener in list(self._listeners):
-            listener()
-
-    def close(self) -> None:
-        if self._memory is not None:
-            self._memory.close()
+    def running(self) -> AbstractAsyncContextManager[None]: ...
 
 
 @contextlib.contextmanager
-def in_process(settings: Settings, port: int) -> Iterator[tuple[str, Callable[[], None]]]:
-    """A dashboard served by this process: its URL, and a call that serves until Ctrl-C."""
+def in_process(source: OwnSource, port: int) -> Iterator[tuple[str, Callable[[], None]]]:
+    """A dashboard served by this process over `source`: its URL, and a call that serves
+    until Ctrl-C."""
     sock = listen(port)
     launch = launch_secrets(sock.getsockname()[1])
-    source = LocalSource(settings)
+
+    async def forever() -> None:
+        await anyio.sleep_forever()
+
+    async def serve_owned() -> None:
+        async with source.running():
+            await serve_until(source, sock, launch, forever)
 
     def serve() -> None:
-        async def forever() -> None:
-            await anyio.sleep_forever()
-
         with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(serve_until, source, sock, launch, forever)
+            anyio.run(serve_owned)
 
     try:
         yield url_of(launch), serve
     finally:
         sock.close()
-        source.close()

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ import anyio
 
 from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
+from mtl_mcp.memory.listeners import ChangeListeners
 from mtl_mcp.operations.context import refresh_general_context
 from mtl_mcp.operations.service import SESSION_ENV
 
@@ -55,7 +56,7 @@ class MemoryKeeper:
         self._memory = memory
         self._lock = threading.Lock()
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
-        self._listeners: list[Callable[[], None]] = []
+        self.listeners = ChangeListeners()  # the open dashboard's live feed
 
     def get(self) -> Memory:
         with self._lock:
@@ -65,19 +66,9 @@ class MemoryKeeper:
                 self._memory = Memory(self._settings, on_change=self._changed)
             return self._memory
 
-    def add_listener(self, listener: Callable[[], None]) -> None:
-        """Call `listener` (in the writing thread) after every change to the insights, as
-        the open dashboard wants to hear. It must be quick and never raise."""
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: Callable[[], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     def _changed(self, memory: Memory) -> None:
         refresh_general_context(memory)
-        for listener in list(self._listeners):
-            listener()
+        self.listeners()
 
     def start_warming(self) -> None:
         """Open the store and load the model in the background (once)."""

@@ -3,7 +3,7 @@
 // it, and nothing it holds can run as markup.
 "use strict";
 
-const state = { csrf: null, options: null, team: false, render: null, dirty: false };
+const state = { csrf: null, options: null, team: false, render: null, dirty: false, notice: null };
 const view = () => document.getElementById("view");
 const render = (...nodes) => view().replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
 
@@ -43,6 +43,24 @@ function when(iso) {
   if (!iso) return "—";
   const date = new Date(iso);
   return isNaN(date) ? iso : date.toLocaleString();
+}
+
+// What an action said ("Saved", "Requeued 1 job"): kept for the page it was said on, so a
+// live update that redraws the page meanwhile does not wipe it.
+function messageBox() {
+  const box = el("div", { id: "message", role: "status", "aria-live": "polite" });
+  const notice = state.notice;
+  if (notice && notice.hash === location.hash) {
+    box.append(el("p", { class: notice.kind }, notice.text),
+      notice.items.length ? el("ul", { class: "reasons" }, notice.items.map((i) => el("li", {}, i))) : null);
+  }
+  return box;
+}
+
+function notify(text, kind = "okay", items = []) {
+  state.notice = { hash: location.hash, text, kind, items };
+  const box = document.getElementById("message");
+  if (box) box.replaceWith(messageBox());
 }
 
 class ApiError extends Error {}
@@ -114,6 +132,7 @@ async function route(focus = true) {
     else link.removeAttribute("aria-current");
   }
   state.dirty = false;
+  if (state.notice && state.notice.hash !== location.hash) state.notice = null;
   state.render = () => show(arg, query).catch(showError);
   await state.render();
   const keep = state.refocus && document.getElementById(state.refocus);
@@ -265,8 +284,7 @@ async function insightPage(id) {
   const data = await api(`/api/insights/${encodeURIComponent(id)}`);
   const item = data.insight;
   const own = item.source !== "team";
-  const message = el("div", { id: "message", role: "status", "aria-live": "polite" });
-  const say = (text, kind) => message.replaceChildren(el("p", { class: kind || "okay" }, text));
+  const message = messageBox();
 
   const act = async (name, body, done) => {
     try {
@@ -275,7 +293,7 @@ async function insightPage(id) {
       if (done) done(answer);
       else await state.render();
     } catch (error) {
-      say(error.message, "error");
+      notify(error.message, "error");
     }
   };
 
@@ -352,9 +370,7 @@ async function insightPage(id) {
         return;
       }
       await state.render();
-      const notice = document.getElementById("message");
-      if (notice) notice.replaceChildren(el("p", { class: "okay" }, "Saved: linted and embedded again."),
-        result.warnings.length ? el("ul", { class: "reasons" }, result.warnings.map((w) => el("li", {}, w))) : null);
+      notify("Saved: linted and embedded again.", "okay", result.warnings);
     });
   });
 
@@ -383,20 +399,18 @@ async function insightPage(id) {
             act("purge", { confirm: id }, () => { location.hash = "#/browse"; });
         },
       }, "Purge…")));
-  const shareResult = el("div", { id: "share-result", "aria-live": "polite" });
   const share = el("div", { class: "panel" }, el("h2", {}, "Share with the team"),
     data.team
       ? el("div", { class: "actions" }, el("button", {
         type: "button", disabled: !own, onclick: () => act("share", { dry_run: true }, async ([screened]) => {
           if (screened.status !== "would-share") {
-            shareResult.replaceChildren(el("p", { class: "error" }, `Not shared: ${screened.status}`),
-              el("ul", { class: "reasons" }, screened.reasons.concat(screened.warnings).map((r) => el("li", {}, r))));
+            notify(`Not shared: ${screened.status}`, "error", screened.reasons.concat(screened.warnings));
             return;
           }
           if (await confirmDialog("Share with the team?", `The share policy passed "${item.title}". Everyone with the team pool will be recalled it.`, "Share"))
-            act("share", {}, ([shared]) => shareResult.replaceChildren(el("p", { class: "okay" }, `Shared: ${shared.status}`)));
+            act("share", {}, async ([shared]) => { await state.render(); notify(`Shared: ${shared.status}`); });
         }),
-      }, "Share…"), shareResult)
+      }, "Share…"))
       : el("p", { class: "muted" }, "No team pool is configured (MTL_MCP_TEAM_URI)."));
 
   render(
@@ -420,7 +434,7 @@ async function insightPage(id) {
 
 async function sessionsPage() {
   const data = await api("/api/sessions");
-  const message = el("div", { id: "message", role: "status", "aria-live": "polite" });
+  const message = messageBox();
   const sessions = data.sessions.length ? data.sessions.map((s) => {
     const title = (id) => s.titles[id] || id;
     return el("details", { class: "session" },
@@ -448,8 +462,8 @@ async function sessionsPage() {
       try {
         const answer = await api("/api/queue/retry", {});
         await state.render();
-        document.getElementById("message").replaceChildren(el("p", { class: "okay" }, `Requeued ${answer.requeued} job(s).`));
-      } catch (error) { message.replaceChildren(el("p", { class: "error" }, error.message)); }
+        notify(`Requeued ${answer.requeued} job(s).`);
+      } catch (error) { notify(error.message, "error"); }
     },
   }, `Retry failed (${failed})`);
 
