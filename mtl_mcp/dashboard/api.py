@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from mtl_mcp import errors
 from mtl_mcp.dashboard import views
+from mtl_mcp.dashboard.actions import ACTIONS
 from mtl_mcp.dashboard.guard import Guard, Secrets
 from mtl_mcp.errors import InputError, MtlError
 from mtl_mcp.memory.listeners import ChangeListeners
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 STATIC = Path(__file__).with_name("static")
 PAGE_MAX = 100
-MAP_POINTS = 5000  # a sample beyond this: the page draws it in a canvas, quickly
 POLL_SECONDS = 0.25  # how often a live feed looks for a change this process made
 STAMP_SECONDS = 1.0  # how often it looks for other processes' (the table, the ledger)
 PING_SECONDS = 15.0
@@ -225,55 +225,6 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
         route.__name__ = name
         return route
 
-    def edit(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        fields = data.get("fields")
-        if not isinstance(fields, dict):
-            raise InputError("send the fields to change as an object: {'fields': {...}}")
-        return memory.revise(insight_id, fields)
-
-    def rate(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        helpful = data.get("helpful")
-        if not isinstance(helpful, bool):
-            raise InputError("say whether it helped: {'helpful': true} or false")
-        note = data.get("note")
-        return memory.rate(insight_id, helpful, note if isinstance(note, str) else None)
-
-    def retire(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        reason = data.get("reason")
-        return memory.retire(insight_id, reason if isinstance(reason, str) else None)
-
-    def restore(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        return memory.reinstate(insight_id)
-
-    def confirmed(insight_id: str, data: dict[str, Any], deed: str) -> None:
-        if data.get("confirm") != insight_id:
-            raise InputError(f"{deed} needs a confirmation: send {{'confirm': '<the id>'}}")
-
-    def forget(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        confirmed(insight_id, data, "forgetting")
-        gone = memory.forget(insight_id)
-        return {"id": gone.id, "title": gone.title, "forgotten": True}
-
-    def purge(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        confirmed(insight_id, data, "purging")
-        from mtl_mcp.operations.purge import insight_to_purge, purge_insight
-
-        report = purge_insight(memory, insight_to_purge(memory, insight_id))
-        return {
-            "ids": report.ids,
-            "versions_removed": report.versions_removed,
-            "scrubbed_files": len(report.scrubbed_files),
-            "traces": len(report.traces),
-            "team_ids": report.team_ids,
-        }
-
-    def share(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
-        from mtl_mcp.memory.sharing import SharePolicy
-
-        policy = SharePolicy() if data.get("policy", True) else None
-        dry_run = bool(data.get("dry_run", False))
-        return memory.share([insight_id], dry_run=dry_run, policy=policy)[:1]
-
     # -- try a plan --------------------------------------------------------------------------
 
     async def preview(request: Request) -> Response:
@@ -345,7 +296,7 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
             def make() -> Any:
                 import pyarrow as pa
 
-                drawn = _map(memory)
+                drawn = views.memory_map(memory)
                 pa.default_memory_pool().release_unused()  # the labels' columns, ~10 MB at 10k
                 return drawn
 
@@ -392,63 +343,7 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
         Route("/api/map", memory_map),
         Route("/api/events", events),
     ]
-    for name, act in (
-        ("edit", edit),
-        ("rate", rate),
-        ("retire", retire),
-        ("restore", restore),
-        ("forget", forget),
-        ("purge", purge),
-        ("share", share),
-    ):
+    for name, act in ACTIONS.items():
         routes.append(Route(f"/api/insights/{{id}}/{name}", change(name, act), methods=["POST"]))
     app = Starlette(routes=routes)
     return Guard(app, secrets)
-
-
-def _map(memory: Memory) -> dict[str, Any]:
-    """The map's points (a sample past MAP_POINTS) and the abstraction figures."""
-    import numpy as np
-
-    from mtl_mcp.quality.abstraction import measure
-    from mtl_mcp.quality.memory_map import project_2d
-
-    labelled = memory.vectors(("id", "title", "domain", "category"))
-    total = len(labelled.records)
-    chosen = np.arange(total)
-    if total > MAP_POINTS:
-        chosen = np.sort(np.random.default_rng(0).choice(total, MAP_POINTS, replace=False))
-    xy = project_2d(labelled.vectors[chosen]) if total else np.zeros((0, 2))
-    records = [labelled.records[int(n)] for n in chosen]
-    report = measure(
-        labelled.vectors,
-        labelled.column("domain"),
-        labelled.column("id"),
-        labelled.column("title"),
-    )
-    points = [
-        {
-            "id": r["id"],
-            "title": r["title"],
-            "domain": r.get("domain") or "(none)",
-            "category": r.get("category") or "other",
-            "x": round(float(x), 4),
-            "y": round(float(y), 4),
-        }
-        for r, (x, y) in zip(records, xy, strict=True)
-    ]
-    return dict(
-        views.shown(
-            {
-                "points": points,
-                "total": total,
-                "shown": len(points),
-                "lisi": report.mean_lisi,
-                "dbi": report.davies_bouldin,
-                "specificity": report.mean_specificity,
-                "domains": report.domains,
-                "note": report.note,
-                "most_specific": report.most_specific[:5],
-            }
-        )
-    )

@@ -11,13 +11,16 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from mtl_mcp.config import Settings
 from mtl_mcp.schemas import Insight
 from mtl_mcp.text.redact import redact
+
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
 
 LIST_FIELDS = (
     "id",
@@ -164,3 +167,54 @@ def spend(settings: Settings, used: Mapping[str, int], local: set[str]) -> dict[
         "subscription_budget": settings.subscription_daily_tokens,
         "local_budget": settings.local_daily_tokens,
     }
+
+
+MAP_POINTS = 5000  # a sample beyond this: the page draws it in a canvas, quickly
+
+
+def memory_map(memory: Memory) -> dict[str, Any]:
+    """The map's points (a sample past MAP_POINTS) and the abstraction figures."""
+    import numpy as np
+
+    from mtl_mcp.quality.abstraction import measure
+    from mtl_mcp.quality.memory_map import project_2d
+
+    labelled = memory.vectors(("id", "title", "domain", "category"))
+    total = len(labelled.records)
+    chosen = np.arange(total)
+    if total > MAP_POINTS:
+        chosen = np.sort(np.random.default_rng(0).choice(total, MAP_POINTS, replace=False))
+    xy = project_2d(labelled.vectors[chosen]) if total else np.zeros((0, 2))
+    records = [labelled.records[int(n)] for n in chosen]
+    report = measure(
+        labelled.vectors,
+        labelled.column("domain"),
+        labelled.column("id"),
+        labelled.column("title"),
+    )
+    points = [
+        {
+            "id": r["id"],
+            "title": r["title"],
+            "domain": r.get("domain") or "(none)",
+            "category": r.get("category") or "other",
+            "x": round(float(x), 4),
+            "y": round(float(y), 4),
+        }
+        for r, (x, y) in zip(records, xy, strict=True)
+    ]
+    return dict(
+        shown(
+            {
+                "points": points,
+                "total": total,
+                "shown": len(points),
+                "lisi": report.mean_lisi,
+                "dbi": report.davies_bouldin,
+                "specificity": report.mean_specificity,
+                "domains": report.domains,
+                "note": report.note,
+                "most_specific": report.most_specific[:5],
+            }
+        )
+    )

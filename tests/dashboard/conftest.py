@@ -123,7 +123,7 @@ def seed_demo(home: Path) -> None:
     spend.record(800, session=SESSION, backend="claude-code")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     root = tmp_path_factory.mktemp("dashboard")
     home = root / "home"
@@ -159,8 +159,10 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
             board.cli("service", "stop", check=False)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    """One Chromium for the package; gone when it ends, as Playwright's event loop must be
+    before any anyio test of another package runs."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)")
     from playwright.sync_api import sync_playwright
