@@ -572,6 +572,48 @@ def tool_output() -> str:
     )
 
 
+def dashboard() -> str:
+    sizes = result("dashboard")["sizes"]
+    small = sizes["10000"]
+
+    def server_times(size: str) -> str:
+        queries = sizes[size]["queries"]
+        times = [q["server_ms"] for q in queries.values()]
+        parts = ", ".join(
+            f"{name} {num(q['server_ms'], 1)}"
+            for name, q in queries.items()
+            if name != "first page"
+        )
+        return f"**{num(min(times), 1)}-{num(max(times), 1)} ms** ({parts})"
+
+    usable = small["first_page_usable"]
+    preview = small["plan_preview"]
+    memory = small["memory"]
+    rows = [
+        [
+            "first page usable, 10k insights (Chromium, from navigation)",
+            "<= 300 ms",
+            f"**{num(usable['median_ms'])} ms** median (max {num(usable['max_ms'])} ms)",
+        ],
+        ["search and filter, 10k: server time", "<= 50 ms", server_times("10000")],
+        ["search and filter, 100k: server time", "<= 200 ms", server_times("100000")],
+        [
+            "plan preview, 10k",
+            "recall + <= 20 ms",
+            f"recall {num(preview['recall_ms'], 1)} ms, preview {num(preview['preview_ms'], 1)} ms:"
+            f" **+{num(preview['preview_minus_recall_ms'], 1)} ms**",
+        ],
+        [
+            "extra memory of the service with the dashboard open, 10k",
+            "<= 30 MB",
+            f"**+{num(memory['extra_mb'], 1)} MB** ({num(memory['service_rss_mb_before'], 1)} ->"
+            f" {num(memory['service_rss_mb_with_dashboard_open'], 1)} MB); the same dashboard"
+            f" beside the service: a {num(memory['beside_process_rss_mb'])} MB process of its own",
+        ],
+    ]
+    return table(["what", "target", "measured"], rows)
+
+
 FIGURES: dict[str, Callable[[], str]] = {
     "headline": headline,
     "benchmarks": benchmarks,
@@ -585,6 +627,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     "local-model": local_model,
     "tool-output": tool_output,
     "team": team,
+    "dashboard": dashboard,
 }
 
 

@@ -43,6 +43,10 @@ RecordStatus = Literal["stored", "merged", "rejected"]
 Source = Literal["personal", "team"]
 ShareStatus = Literal["shared", "merged", "already-shared", "queued", "rejected", "would-share"]
 ListSort = Literal["recent", "support", "helpful"]
+# The dashboard's orders: list_memories' and a few more ("relevance": meaning, for a query).
+BrowseSort = Literal["recent", "support", "helpful", "harmful", "recalled", "oldest", "relevance"]
+# How people rated an insight: never, mostly helpful, mostly harmful, or retired by it all.
+RatingState = Literal["unrated", "helpful", "harmful", "retired"]
 # What put insights in front of a model: its own recall_insights call, the plan-triggered
 # hook, or the session-start context.
 Trigger = Literal["tool", "hook", "session-start"]
@@ -287,6 +291,37 @@ class SessionReport(BaseModel):
     )
     learnt: list[LearntInsight] = Field(default_factory=list)
     verdicts: list[VerdictEntry] = Field(default_factory=list)
+
+
+class RecallPart(BaseModel):
+    """Why one recalled insight ranked where it did: the parts fused into its rank."""
+
+    id: str
+    similarity: float = Field(description="Cosine similarity between the plan and the insight.")
+    rating: float = Field(description="The rating term added to the similarity.")
+    dense_rank: int | None = Field(description="Its rank by meaning (similarity + rating).")
+    keyword_score: float | None = Field(description="Its BM25 score for the plan's words.")
+    keyword_rank: int | None = Field(description="Its rank by keywords; None if no word matched.")
+    fused: float = Field(description="The reciprocal-rank fusion score the results are ordered by.")
+
+
+class LeftOut(BaseModel):
+    """An insight recall left out for a plan because of session verdicts, and why."""
+
+    id: str
+    title: str
+    reason: str
+    retired: bool = Field(description="Left out of every plan (it keeps misleading).")
+
+
+class RecallPreview(BaseModel):
+    """What a recall for a plan gives, and why: the hits, in order, each with its parts."""
+
+    hits: list[RecallHit]
+    parts: list[RecallPart]
+    left_out: list[LeftOut] = Field(default_factory=list)
+    method: str
+    seconds: float = Field(description="How long the recall itself took.")
 
 
 class InsightHistory(BaseModel):

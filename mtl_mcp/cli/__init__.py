@@ -8,16 +8,17 @@ sessions  distill, queue, hook
 clients   install, uninstall
 quality   eval, map
 team      share
+dashboard ui
 """
 
 import logging
 import os
 import sys
 
-from mtl_mcp.cli import admin, clients, insights, quality, safety, sessions, team
+from mtl_mcp.cli import admin, clients, dashboard, insights, quality, safety, sessions, team
 from mtl_mcp.cli.app import cli
 
-for _module in (admin, insights, team, sessions, clients, safety, quality):
+for _module in (admin, insights, team, sessions, clients, safety, quality, dashboard):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

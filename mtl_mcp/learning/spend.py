@@ -143,6 +143,27 @@ class SpendLedger:
                 total += tokens
         return total
 
+    def by_backend(self, day: date | None = None) -> dict[str, tuple[int, bool]]:
+        """Tokens recorded for `day` (default today, UTC) per backend, and whether that
+        backend is a model on this machine; malformed lines are skipped."""
+        try:
+            data = self.path_for(day or self.today()).read_bytes()
+        except FileNotFoundError:
+            return {}
+        found: dict[str, tuple[int, bool]] = {}
+        for line in data.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            tokens = record.get("tokens") if isinstance(record, dict) else None
+            if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
+                continue
+            backend = str(record.get("backend", API_BACKEND))
+            before, local = found.get(backend, (0, False))
+            found[backend] = (before + tokens, local or record.get("local") is True)
+        return found
+
     def used_today(self, backend: str | None = None) -> int:
         return self.used_on(self.today(), backend)
 

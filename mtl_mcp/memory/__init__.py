@@ -5,6 +5,7 @@ facade   Memory: record, import, recall, list, get, stats, rate, forget, purge,
 ingest   validating, linting and deduplicating drafts into rows and merges
 queries  recall, pages and counts over an in-memory snapshot
 jsonl    the JSONL exchange format of `import` and `export`
+listeners who hears of every change (the open dashboard's live feed)
 """
 
 from mtl_mcp.memory.facade import ImportReport, LabelledVectors, Memory

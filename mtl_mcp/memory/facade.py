@@ -14,6 +14,7 @@ and exports stay personal, and insights reach the pool only through `share`.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import logging
 import threading
@@ -21,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,18 +55,23 @@ from mtl_mcp.schemas import (
     CATEGORIES,
     NOTE_MAX,
     TEXT_MAX,
+    BrowseSort,
     GivenInsight,
     Insight,
     InsightDraft,
     InsightHistory,
-    ListSort,
+    LeftOut,
     Provenance,
+    RatingState,
     RecallHit,
     RecallOrigin,
+    RecallPart,
+    RecallPreview,
     RecordResult,
     Scope,
     SessionReport,
     ShareResult,
+    Source,
     VerdictEntry,
     too_long,
 )
@@ -211,6 +218,20 @@ class Memory:
     def _changed(self) -> None:
         if self._on_change is not None:
             self._on_change(self)
+
+    def changes_stamp(self) -> tuple[int, int, int]:
+        """Changes whenever the insights (in any process) or the recall ledger change: the
+        table version, and the ledger's and verdicts' file times. A stat or two, and a
+        version check: cheap enough to poll every second."""
+        version = self._snapshot().version
+        ledger = self.loop.ledger.path
+        stamps = []
+        for path in (ledger, ledger.with_name(ledger.name + "-wal")):
+            try:
+                stamps.append(path.stat().st_mtime_ns)
+            except OSError:
+                stamps.append(0)
+        return version, max(stamps), self.loop.ledger.verdict_stamp()
 
     def warm(self) -> None:
         """Open the table, load the model and build the keyword index now, not on first use;
@@ -360,6 +381,61 @@ class Memory:
         `exclude_ids` leaves out insights already shown (the next best take their place).
         A recall with an `origin` reaches a model: the ledger records it (`flush` writes it).
         """
+        hits = self._ranked(
+            plan, k, scope, project, domains, min_score, exclude_domains, method, exclude_ids
+        )
+        with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
+            self._pending_recalls.update(h.id for h in hits if h.source == "personal")
+        if origin is not None:
+            self.loop.note(origin, plan, project, hits)
+        return hits
+
+    def preview(
+        self,
+        plan: str,
+        k: int = 3,
+        scope: Scope = "all",
+        project: str | None = None,
+        domains: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> RecallPreview:
+        """What `recall` gives for a plan, through the same ranking, and why: each hit's
+        dense and keyword parts, and what session verdicts left out. A preview reaches no
+        model: it counts no recall and the ledger does not record it."""
+        parts: list[RecallPart] = []
+        left: dict[str, str] = {}
+        start = time.perf_counter()
+        hits = self._ranked(plan, k, scope, project, domains, min_score, parts=parts, left_out=left)
+        seconds = time.perf_counter() - start
+        retired = feedback.keeps_misleading() if (feedback := self.loop.feedback()) else {}
+        left_out = []
+        for insight, reason in left.items():
+            with contextlib.suppress(NotFoundError):
+                title = self.get(insight).title
+                left_out.append(
+                    LeftOut(id=insight, title=title, reason=reason, retired=insight in retired)
+                )
+        method = get_method(None).name
+        return RecallPreview(
+            hits=hits, parts=parts, left_out=left_out, method=method, seconds=seconds
+        )
+
+    def _ranked(
+        self,
+        plan: str,
+        k: int,
+        scope: Scope,
+        project: str | None,
+        domains: Sequence[str] | None,
+        min_score: float | None,
+        exclude_domains: Sequence[str] | None = None,
+        method: str | RecallMethod | None = None,
+        exclude_ids: Collection[str] = (),
+        parts: builtins.list[RecallPart] | None = None,
+        left_out: dict[str, str] | None = None,
+    ) -> builtins.list[RecallHit]:
+        """Recall's ranking (`recall` and `preview` both run it); `parts` and `left_out`, when
+        given, get why each hit ranked there and what feedback left out."""
         ranking = get_method(method)
         if not plan.strip():
             raise InputError(
@@ -378,8 +454,10 @@ class Memory:
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
         if (feedback := self.loop.feedback()) is not None:
             # Lessons that misled plans like this one, or keep misleading: left out.
-            left_out = feedback.suppressed(query) | feedback.keeps_misleading()
-            exclude_ids = set(exclude_ids) | set(left_out)
+            suppressed = feedback.suppressed(query) | feedback.keeps_misleading()
+            exclude_ids = set(exclude_ids) | set(suppressed)
+            if left_out is not None:
+                left_out.update(suppressed)
         snapshot = self._snapshot()
         mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains, exclude_ids)
         keywords = self._personal.keywords(snapshot) if ranking.keywords else None
@@ -392,12 +470,7 @@ class Memory:
             )
             pool = self.team.pool(team, snapshot, team_mask)
             pools.append(pool if ranking.keywords else replace(pool, keywords=None))
-        hits = queries.recall_hits(pools, query, plan, k, ranking, min_score)
-        with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
-            self._pending_recalls.update(h.id for h in hits if h.source == "personal")
-        if origin is not None:
-            self.loop.note(origin, plan, project, hits)
-        return hits
+        return queries.recall_hits(pools, query, plan, k, ranking, min_score, parts)
 
     def _compare_with_team(self, team: Snapshot) -> None:
         """Find the team rows this memory holds already, for a new team snapshot (in the
@@ -466,28 +539,45 @@ class Memory:
         project: str | None = None,
         polarity: str | None = None,
         category: str | None = None,
-        sort: ListSort = "recent",
+        sort: BrowseSort = "recent",
         limit: int = 20,
         offset: int = 0,
         include_retired: bool = False,
+        text: str | None = None,
+        source: Source | None = None,
+        rating: RatingState | None = None,
     ) -> tuple[list[Insight], int]:
-        """A page of insights matching the filters, and how many match in all."""
+        """A page of insights matching the filters, and how many match in all.
+
+        `query` ranks by meaning; `text` keeps only insights holding each of its words;
+        `source` keeps one tier; `rating` one rating state ("retired": only retired ones)."""
         if category and category not in CATEGORIES:
             raise InputError(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
-        if query and len(query) > TEXT_MAX:
-            raise InputError(f"{too_long('query', len(query), TEXT_MAX)} (a few words to rank by)")
+        for name, value in (("query", query), ("text", text)):
+            if value and len(value) > TEXT_MAX:
+                raise InputError(f"{too_long(name, len(value), TEXT_MAX)} (a few words)")
         snapshot = self._snapshot()
         vector: Vector | None = None
         if query and query.strip():
             self._check_model()
             vector = self.embedder.embed_query(query)
         filters = {"domain": domain, "polarity": polarity, "category": category}
-        mask = queries.filter_mask(snapshot, filters, project, include_retired)
-        pools = [queries.Pool("personal", snapshot, mask)]
-        if self.team is not None and (team := self._team_snapshot()) is not None:
+        pools = []
+        if source != "team":
+            mask = queries.filter_mask(snapshot, filters, project, include_retired, text, rating)
+            pools.append(queries.Pool("personal", snapshot, mask))
+        if (
+            source != "personal"
+            and self.team is not None
+            and (team := self._team_snapshot()) is not None
+        ):
             team_project = self.team.project(project) if project else None
-            team_mask = queries.filter_mask(team, filters, team_project, include_retired)
+            team_mask = queries.filter_mask(
+                team, filters, team_project, include_retired, text, rating
+            )
             pools.append(self.team.pool(team, snapshot, team_mask))
+        if not pools:
+            return [], 0
         return queries.list_page(pools, vector, sort, limit, offset)
 
     def export(self) -> Iterator[Insight]:
@@ -514,11 +604,12 @@ class Memory:
             result["team"] = stats_of(self.team, self._model_name, counts)
         return result
 
-    def vectors(self) -> LabelledVectors:
-        """The active insights' embeddings and labels (the in-memory matrix, not a re-read)."""
+    def vectors(self, columns: Sequence[str] | None = None) -> LabelledVectors:
+        """The active insights' embeddings and labels (the in-memory matrix, not a re-read);
+        only `columns` of each record, if given (a map of 100k needs four)."""
         snapshot = self._snapshot()
-        active = np.flatnonzero(snapshot.active)
-        return LabelledVectors(snapshot.records([int(n) for n in active]), snapshot.vectors[active])
+        active = [int(n) for n in np.flatnonzero(snapshot.active)]
+        return LabelledVectors(snapshot.records(active, columns), snapshot.vectors[active])
 
     # -- changing insights ----------------------------------------------------------------------
 
@@ -538,6 +629,80 @@ class Memory:
         if note and note.strip():
             values_sql["notes"] = _appended_note(sql_string(redact(note.strip())[:NOTE_MAX]))
         self.table.update(f"id = {sql_string(insight)}", values_sql)
+        self._changed()
+        return self.get(insight)
+
+    def revise(self, insight: str, fields: dict[str, Any]) -> RecordResult:
+        """Edit an insight of your memory in place: the new text goes through the lint
+        (secrets and project names included) as `record`'s drafts do, and is embedded
+        again. Its id, support, ratings, provenance and feedback history stay: they are
+        about the lesson, which an edit words better. Rejected (nothing changes) with the
+        lint's reasons, or when the new text says what another insight already says."""
+        current = self.get(insight)
+        if current.source == "team":
+            raise InputError(f"{insight} is in the team pool: edit your own copy, or rate it there")
+        editable = set(InsightDraft.model_fields)
+        if unknown := sorted(set(fields) - editable):
+            raise InputError(
+                f"cannot edit {', '.join(unknown)}: only {', '.join(sorted(editable))}"
+            )
+        draft = {**current.model_dump(include=editable), **fields}
+        results, accepted = ingest.screen([draft], None)
+        result = results[0]
+        result.id = insight
+        if not accepted:
+            return result
+        self._check_model()
+        with self._lock:
+            item = accepted[0]
+            vector = self.embedder.embed_documents([item.draft.embedding_text()])[0]
+            snapshot = self._snapshot()
+            similar = snapshot.vectors @ vector
+            similar[~snapshot.active] = -np.inf
+            own = snapshot.positions.get(insight)
+            if own is not None:
+                similar[own] = -np.inf
+            best = int(np.argmax(similar)) if len(similar) else -1
+            if best >= 0 and similar[best] >= self.settings.dedup_threshold:
+                other = snapshot.records([best])[0]
+                result.status = "rejected"
+                result.reasons.append(
+                    f"it would say what {other['id']} ('{redact(other['title'])}') says "
+                    f"(similarity {float(similar[best]):.2f}): forget one of the two instead"
+                )
+                return result
+            stored = self.get(insight)  # counters as they are now, under the write lock
+            notes = [*stored.notes, "edited by hand"][-NOTES_KEPT:]
+            row = {
+                **stored.model_dump(),
+                **item.draft.model_dump(),
+                "updated_at": datetime.now(UTC),
+                "abstraction_score": item.score,
+                "notes": notes,
+                "vector": vector.tolist(),
+            }
+            self.table.rewrite(row)
+        result.status = "stored"
+        self._changed()
+        return result
+
+    def retire(self, insight: str, reason: str | None = None) -> Insight:
+        """Retire an insight of your memory by hand: recall leaves it out until
+        `reinstate`; the reason goes in its notes."""
+        if reason and len(reason) > NOTE_MAX:
+            raise InputError(f"{too_long('reason', len(reason), NOTE_MAX)} (say why briefly)")
+        current = self.get(insight)
+        if current.source == "team":
+            raise InputError(
+                f"{insight} is in the team pool: rate it harmful to retire it for the team"
+            )
+        if current.status == "retired":
+            return current
+        why = redact(reason.strip()) if reason and reason.strip() else "no reason given"
+        note = sql_string(f"retired by hand: {why}"[:NOTE_MAX])
+        self.table.update(
+            f"id = {sql_string(insight)}", {"status": "'retired'", "notes": _appended_note(note)}
+        )
         self._changed()
         return self.get(insight)
 

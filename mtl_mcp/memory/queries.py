@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from mtl_mcp.index.bm25 import Bm25Index, CorpusStatistics, LooseDocuments, query_terms
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.index.fusion import Floats, Indices, fuse
+from mtl_mcp.index.fusion import FUSION_DEPTH, RRF_K, Floats, Indices, fuse, rankings_of
 from mtl_mcp.index.methods import RecallMethod
-from mtl_mcp.schemas import Insight, ListSort, RecallHit, Scope, Source
+from mtl_mcp.schemas import BrowseSort, Insight, RatingState, RecallHit, RecallPart, Scope, Source
 from mtl_mcp.storage.snapshot import Mask, Snapshot
 
 
@@ -74,11 +74,14 @@ def recall_hits(
     k: int,
     method: RecallMethod,
     min_score: float | None,
+    parts: list[RecallPart] | None = None,
 ) -> list[RecallHit]:
     """The top k rows under the pools' masks for a plan, fused from the dense and keyword
     rankings of all pools' candidates together: exactly as one store holding every pool's
     rows would rank them (cosine similarities compare across pools; BM25 scores use the
-    statistics of all pools' corpora at once; ties break by id, not by storage order)."""
+    statistics of all pools' corpora at once; ties break by id, not by storage order).
+
+    `parts`, when given, gets why each hit ranked there, in the same order (`explain`)."""
     keyword_scores = _keyword_scores(pools, plan) if method.keywords else None
     owners, rows, sims, scores, keyword = [], [], [], [], []
     for number, pool in enumerate(pools):
@@ -97,7 +100,10 @@ def recall_hits(
     all_keyword = np.concatenate(keyword) if keyword_scores is not None else None
     owner, row, similarity = np.concatenate(owners), np.concatenate(rows), np.concatenate(sims)
     names = functools.partial(_ids_at, pools, owner, row)
-    best = fuse(all_scores if method.dense else None, all_keyword, k, names=names)
+    dense = all_scores if method.dense else None
+    best = fuse(dense, all_keyword, k, names=names)
+    if parts is not None:
+        parts += explain(best, dense, all_keyword, similarity, k, names, pools, owner, row)
     return [
         RecallHit.model_validate(
             {
@@ -108,6 +114,42 @@ def recall_hits(
         )
         for i, record in zip(best, _records(pools, owner[best], row[best]), strict=True)
     ]
+
+
+def explain(
+    best: Indices,
+    dense: Floats | None,
+    keyword: Floats | None,
+    similarity: Floats,
+    k: int,
+    names: Any,
+    pools: Sequence[Pool],
+    owner: Indices,
+    row: Indices,
+) -> list[RecallPart]:
+    """Why each candidate in `best` ranked there: its rank in the dense and keyword
+    rankings `fuse` merged (the same rankings, recomputed), and its fused score."""
+    rankings = rankings_of(dense, keyword, max(FUSION_DEPTH, k), names)
+    ranks = [{int(c): n + 1 for n, c in enumerate(r)} for r in rankings]
+    dense_ranks = ranks[0] if dense is not None else {}
+    keyword_ranks = ranks[-1] if keyword is not None else {}
+    found = []
+    for i in (int(b) for b in best):
+        pool = pools[int(owner[i])]
+        rating = float(dense[i] - similarity[i]) if dense is not None else 0.0
+        ranked = [r for r in (dense_ranks.get(i), keyword_ranks.get(i)) if r is not None]
+        found.append(
+            RecallPart(
+                id=pool.snapshot.rows.column("id")[int(row[i])].as_py(),
+                similarity=round(float(similarity[i]), 4),
+                rating=round(rating, 4),
+                dense_rank=dense_ranks.get(i),
+                keyword_score=round(float(keyword[i]), 4) if keyword is not None else None,
+                keyword_rank=keyword_ranks.get(i),
+                fused=round(sum(1.0 / (RRF_K + r) for r in ranked), 6),
+            )
+        )
+    return found
 
 
 def _keyword_scores(pools: Sequence[Pool], plan: str) -> list[Floats]:
@@ -157,22 +199,36 @@ def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[s
     return [found[int(o), int(r)] for o, r in zip(owner, row, strict=True)]
 
 
+# What each order sorts by, largest first (a minus: smallest first).
+_SORT_COLUMNS = {
+    "recent": "updated_at",
+    "support": "support",
+    "helpful": "helpful",
+    "harmful": "harmful",
+    "recalled": "recall_count",
+    "oldest": "-created_at",
+    "relevance": "updated_at",  # without a query to rank by: the most recent first
+}
+
+
 def list_page(
     pools: Sequence[Pool],
     query: Vector | None,
-    sort: ListSort,
+    sort: BrowseSort,
     limit: int,
     offset: int,
 ) -> tuple[list[Insight], int]:
     """A page of the pools' rows under their masks, by similarity to `query` or by `sort`."""
     owners, rows, keys = [], [], []
+    column = _SORT_COLUMNS[sort]
     for number, pool in enumerate(pools):
         indices = np.flatnonzero(pool.mask)
         if query is not None:
             _, values = pool.snapshot.similarities(query, pool.mask)
         else:
-            column = {"recent": "updated_at", "support": "support", "helpful": "helpful"}[sort]
-            values = pool.snapshot.rows.column(column).to_numpy(zero_copy_only=False)[indices]
+            raw = pool.snapshot.rows.column(column.lstrip("-")).to_numpy(zero_copy_only=False)
+            values = raw[indices].astype(np.float64)
+            values = -values if column.startswith("-") else values
         owners.append(np.full(len(indices), number, dtype=np.int64))
         rows.append(indices)
         keys.append(values.astype(np.float64))
@@ -187,16 +243,34 @@ def filter_mask(
     filters: dict[str, str | None],
     project: str | None,
     include_retired: bool,
+    text: str | None = None,
+    rating: RatingState | None = None,
 ) -> Mask:
-    """Rows matching column `filters` (and produced by `project`, if given)."""
+    """Rows matching column `filters` (and produced by `project`, if given), holding every
+    word of `text` (case-insensitive, in the title, description or content), and in the
+    `rating` state."""
     mask = np.ones(len(snapshot), dtype=bool)
-    if not include_retired:
+    if rating == "retired":
+        mask &= ~snapshot.active
+    elif not include_retired:
         mask &= snapshot.active
     for column, value in filters.items():
         if value:
             mask &= snapshot.column_mask(column, [value])
     if project:
         mask &= snapshot.project_mask(project)
+    if rating in ("unrated", "helpful", "harmful"):
+        helpful, harmful = snapshot.counts("helpful"), snapshot.counts("harmful")
+        if rating == "unrated":
+            mask &= (helpful == 0) & (harmful == 0)
+        elif rating == "helpful":
+            mask &= helpful > harmful
+        else:
+            mask &= (harmful > 0) & (harmful >= helpful)
+    for word in (text or "").lower().split():
+        if not mask.any():
+            break
+        mask &= snapshot.contains(word)
     return mask
 
 

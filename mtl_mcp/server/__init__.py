@@ -1,6 +1,8 @@
 """The MCP front door, over stdio for one client or streamable HTTP for a team.
 
 app       build_server: the tools, resources, prompt and instructions over a `Memory`
+results   what the tools return, and the framing of notes for the model
+keeper    MemoryKeeper: the one memory a server keeps warm; the window a request is from
 sampling  record_session's distillation through the client's model (MCP sampling)
 http      the HTTP transport's safeguards: bearer token, Host and Origin checks
 """

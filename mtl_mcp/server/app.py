@@ -1,23 +1,19 @@
-"""The MCP front door: thin tools over `Memory`. Never prints: stdout is the MCP wire.
+"""The MCP front door: the tools, resources, prompt and instructions over `Memory`.
+Never prints: stdout is the MCP wire.
 
 One server instance serves one window in-process (stdio), every window of the shared
-service (`mtl_mcp.server.service`), or every client of the HTTP transport. A `MemoryKeeper`
-owns the memory: it opens the store and loads the model in a background thread (in-process:
-once the handshake is answered; in the service: at start), and saves recall counters every
-couple of seconds. A window's own context (its project) travels with its connection.
+service (`mtl_mcp.server.service`), or every client of the HTTP transport. Its memory is
+kept by a `MemoryKeeper` (`mtl_mcp.server.keeper`); what the tools return is in
+`mtl_mcp.server.results`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import threading
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -26,17 +22,14 @@ from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import CallToolResult, CreateMessageResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
+from mcp_types import CallToolResult, CreateMessageResult, ToolAnnotations
+from pydantic import Field, ValidationError, WithJsonSchema
 
-from mtl_mcp.config import Settings, return_free_heap
+from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
-from mtl_mcp.operations.context import refresh_general_context
-from mtl_mcp.operations.service import SESSION_ENV
 from mtl_mcp.project import ProjectRef, current_project, window_project
 from mtl_mcp.schemas import (
     NOTE_MAX,
-    SOURCE_DESCRIPTION,
     TEXT_MAX,
     Category,
     GivenInsight,
@@ -47,10 +40,17 @@ from mtl_mcp.schemas import (
     Polarity,
     Provenance,
     RecallOrigin,
-    RecordResult,
     Scope,
-    Source,
     validation_problems,
+)
+from mtl_mcp.server.keeper import WINDOW, MemoryKeeper, window_session
+from mtl_mcp.server.results import (
+    Forgotten,
+    MemoryPage,
+    RecalledRef,
+    RecallResult,
+    RecordSessionResult,
+    framed,
 )
 from mtl_mcp.server.sampling import (
     SamplingPlan,
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-FLUSH_SECONDS = 2.0
 # Limits `Memory` enforces itself (one message for every door): the schema only shows them.
 PLAN_LIMIT = {"maxLength": TEXT_MAX}
 NOTE_LIMIT = {"maxLength": NOTE_MAX}
@@ -87,59 +86,6 @@ something that would help in a different project: abstract lessons (title, one-s
 description, 1-3 sentence content), no file names, paths, project names or task details.
 - If a recalled insight misled you, call rate_insight with helpful=false; if it helped, \
 helpful=true."""
-
-
-# Claude Code shows the model only a result's structured content, as JSON: the text the
-# model must read (framed as data, one line per field) is its first field, and the rest is
-# what a program needs, kept small. README, "MCP tools".
-Notes = Annotated[
-    str,
-    Field(
-        description=(
-            "The insights as reference notes (data, not instructions), one line per field: "
-            "the same text as the result's text content."
-        )
-    ),
-]
-
-
-class RecalledRef(BaseModel):
-    id: str
-    score: float = Field(description="Cosine similarity to the plan, adjusted by ratings.")
-    source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
-
-
-class RecallResult(BaseModel):
-    notes: Notes
-    results: list[RecalledRef] = Field(description="The notes' insights, in the same order.")
-    notice: str | None = Field(
-        default=None,
-        exclude_if=lambda notice: notice is None,  # only when there is one: results stay small
-        description="Why the team pool's newest insights may be missing (also in the notes).",
-    )
-
-
-class RecordSessionResult(BaseModel):
-    outcome: Outcome
-    results: list[RecordResult]
-    stored: int
-    merged: int
-    rejected: int
-    note: str | None = Field(default=None, description="How the insights were obtained.")
-
-
-class MemoryPage(BaseModel):
-    notes: Notes
-    total: int
-    offset: int
-    limit: int
-    ids: list[str] = Field(description="The notes' insights, in the same order.")
-
-
-class Forgotten(BaseModel):
-    id: str
-    title: str
-    forgotten: bool = True
 
 
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -171,102 +117,7 @@ class _Server(MCPServer[Any]):
             raise ToolError(f"Error executing tool {name}: {problems}") from cause
 
 
-def _framed(result: RecallResult | MemoryPage) -> CallToolResult:
-    """The notes as text content, and the whole result as structured content."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=result.notes)],
-        structured_content=result.model_dump(mode="json"),
-    )
-
-
-@dataclass(frozen=True)
-class Window:
-    """What a client window tells the shared service about itself."""
-
-    project_dir: str | None = None  # its CLAUDE_PROJECT_DIR
-    cwd: str | None = None
-    client: str | None = None
-    session_id: str | None = None  # the client's session, when it says (Claude Code does)
-
-
-# The window a request comes from, set per connection by the service; None in-process.
-WINDOW: ContextVar[Window | None] = ContextVar("mtl_mcp_window", default=None)
-
-
-class MemoryKeeper:
-    """Owns one memory for a server: created on first use (importing numpy, pyarrow and
-    lancedb is not free), warmed in a background thread, counters flushed, closed."""
-
-    def __init__(self, settings: Settings, memory: Memory | None = None) -> None:
-        self._settings = settings
-        self._memory = memory
-        self._lock = threading.Lock()
-        self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
-
-    def get(self) -> Memory:
-        with self._lock:
-            if self._memory is None:
-                from mtl_mcp.memory import Memory
-
-                self._memory = Memory(self._settings, on_change=refresh_general_context)
-            return self._memory
-
-    def start_warming(self) -> None:
-        """Open the store and load the model in the background (once)."""
-        with contextlib.suppress(RuntimeError):  # already started by a concurrent request
-            self._warmer.start()
-
-    def _warm(self) -> None:
-        try:
-            self.get().warm()
-            return_free_heap()
-        except MtlError as exc:  # reported again, to the assistant, on the first tool call
-            logger.warning("warm-up failed: %s", exc)
-        except Exception:  # never let the warm-up thread die noisily
-            logger.exception("warm-up failed")
-
-    async def keep_flushing(self) -> None:
-        """Save recall counters every FLUSH_SECONDS, until cancelled."""
-        while True:
-            await anyio.sleep(FLUSH_SECONDS)
-            if self._memory is None:
-                continue
-            try:
-                await anyio.to_thread.run_sync(self._memory.flush)
-            except MtlError as exc:
-                logger.warning("could not save recall counts: %s", exc)
-            except Exception:  # a background task must never take the server down
-                logger.exception("could not save recall counts")
-
-    async def close(self) -> None:
-        """Wait for a warm-up in flight (an import cut short at exit aborts), then close."""
-        if self._warmer.ident is not None:
-            await anyio.to_thread.run_sync(self._warmer.join, 10.0)
-        if self._memory is not None:
-            await anyio.to_thread.run_sync(self._memory.close)
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Flush counters while the block runs; close the memory when it ends."""
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self.keep_flushing)
-            try:
-                yield
-            finally:
-                tasks.cancel_scope.cancel()
-                await self.close()
-
-
 ROOT_KEY = "mtl_mcp.first_file_root"
-
-
-def window_session(local: bool) -> str | None:
-    """The client's session id, when its window says (through the service) or, in-process,
-    its environment does; None over HTTP."""
-    window = WINDOW.get()
-    if window is not None:
-        return window.session_id
-    return os.environ.get(SESSION_ENV) if local else None
 
 
 def _connection_state(ctx: Context) -> dict[str, Any] | None:
@@ -448,7 +299,7 @@ def build_server(
         )
         notes = recall_text(hits) + (f"\n\n({notice})" if notice else "")
         refs = [RecalledRef(id=h.id, score=round(h.score, 4), source=h.source) for h in hits]
-        return _framed(RecallResult(notes=notes, results=refs, notice=notice))
+        return framed(RecallResult(notes=notes, results=refs, notice=notice))
 
     @mcp.tool(annotations=WRITES)
     async def record_session(
@@ -575,7 +426,7 @@ def build_server(
         )
         notes = listing_text(items, total, offset)
         ids = [item.id for item in items]
-        return _framed(MemoryPage(notes=notes, total=total, offset=offset, limit=limit, ids=ids))
+        return framed(MemoryPage(notes=notes, total=total, offset=offset, limit=limit, ids=ids))
 
     @mcp.tool(annotations=WRITES)
     async def rate_insight(

@@ -36,7 +36,7 @@ from mtl_mcp.text.render import plan_notes_text
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
-    from mtl_mcp.server.app import MemoryKeeper
+    from mtl_mcp.server.keeper import MemoryKeeper
 
 
 def _recall(memory: Memory, params: dict[str, Any]) -> Any:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -23,12 +24,14 @@ from mcp.shared.message import SessionMessage
 
 from mtl_mcp.config import Settings
 from mtl_mcp.operations.service import HELLO_MAX
-from mtl_mcp.server.app import WINDOW, MemoryKeeper, Window, build_server
+from mtl_mcp.server.app import build_server
 from mtl_mcp.server.calls import answer_call
+from mtl_mcp.server.keeper import WINDOW, MemoryKeeper, Window
 from mtl_mcp.server.service import (
     CHECK_SECONDS,
     MESSAGE_MAX,
     Claim,
+    Door,
     Service,
     peer_uid,
     version_tuple,
@@ -44,14 +47,18 @@ _GONE = (
 )
 
 
-def run_service(settings: Settings, held: Claim, idle_seconds: float) -> None:
+def run_service(
+    settings: Settings, held: Claim, idle_seconds: float, doors: Mapping[str, Door] | None = None
+) -> None:
     """Serve every window from this process until idle, stopped or replaced; `held` is the
-    data directory's claim, taken (cheaply) before this module's imports."""
+    data directory's claim, taken (cheaply) before this module's imports. `doors` are other
+    front doors the service runs, by the hello kind that asks for one (the CLI passes the
+    dashboard's: the server layer does not import its siblings)."""
     logger.info(
         "serving %s (pid %d, version %s)", held.rendezvous.run_dir, os.getpid(), __version__
     )
     try:
-        anyio.run(serve, Service(settings, held, idle_seconds))
+        anyio.run(serve, Service(settings, held, idle_seconds, doors or {}))
     finally:
         held.release()
         held.listener.close()
@@ -169,6 +176,9 @@ async def _converse(
     elif kind == "call":
         WINDOW.set(window)
         await _send(stream, await answer_call(keeper, hello.get("method"), hello.get("params")))
+    elif isinstance(kind, str) and kind in service.doors:
+        WINDOW.set(window)
+        await service.doors[kind](keeper, stream, hello)
     elif kind == "status":
         await _send(stream, service.status())
     elif kind == "stop":

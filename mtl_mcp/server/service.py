@@ -29,6 +29,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,11 @@ def claim(settings: Settings) -> Claim | None:
     return Claim(rendezvous, fd, listener, None, token)
 
 
+# Another front door the service runs for a connection of its own kind (the dashboard's
+# "ui"): handed the keeper, the connection and the hello; the connection is open while it runs.
+Door = Callable[[Any, Any, dict[str, Any]], Awaitable[None]]
+
+
 @dataclass
 class Service:
     """The running service: connections, and when to stop."""
@@ -147,6 +153,7 @@ class Service:
     settings: Settings
     claim: Claim
     idle_seconds: float
+    doors: Mapping[str, Door] = field(default_factory=dict)
     connections: int = 0
     windows: int = 0  # MCP sessions among the connections
     started: float = field(default_factory=time.monotonic)

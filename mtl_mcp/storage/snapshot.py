@@ -104,6 +104,21 @@ class Snapshot:
         )
 
     @cached_property
+    def lowered(self) -> pa.ChunkedArray:
+        """`texts()` in lower case, for substring search (built once per snapshot)."""
+        return pc.utf8_lower(self.texts())
+
+    def contains(self, word: str) -> Mask:
+        """Rows whose title, description or content holds `word` (lower case) anywhere."""
+        found = pc.match_substring(self.lowered, word)
+        return np.asarray(found.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def counts(self, name: str) -> npt.NDArray[np.int64]:
+        """An integer column as numbers (null as 0)."""
+        values = self.rows.column(name).fill_null(0).to_numpy(zero_copy_only=False)
+        return np.asarray(values, dtype=np.int64)
+
+    @cached_property
     def positions(self) -> dict[str, int]:
         """Row position of each id."""
         return {insight: n for n, insight in enumerate(self.rows.column("id").to_pylist())}
@@ -172,7 +187,10 @@ class Snapshot:
         indices = np.flatnonzero(mask)
         return indices, scores[indices]
 
-    def records(self, indices: Sequence[int]) -> list[dict[str, Any]]:
-        """The rows at `indices`, in that order, as dicts."""
-        rows: list[dict[str, Any]] = self.rows.take(pa.array(indices, pa.int64())).to_pylist()
+    def records(
+        self, indices: Sequence[int], columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows at `indices`, in that order, as dicts (of only `columns`, if given)."""
+        table = self.rows if columns is None else self.rows.select(list(columns))
+        rows: list[dict[str, Any]] = table.take(pa.array(indices, pa.int64())).to_pylist()
         return rows

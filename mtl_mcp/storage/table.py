@@ -359,6 +359,12 @@ class InsightTable:
         )
         return int(result.num_inserted_rows)
 
+    def rewrite(self, row: dict[str, Any]) -> None:
+        """Replace the stored row with `row`'s id by `row`, vector and all (an edit). The
+        snapshot is read afresh afterwards: its texts and vectors changed in place."""
+        data = pa.Table.from_pylist([row], schema=self.open().schema)
+        self.write(lambda t: t.merge_insert("id").when_matched_update_all().execute(data))
+
     def read(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
         """`columns` of the rows matching `where`, read from the latest version now."""
         table = self.open()

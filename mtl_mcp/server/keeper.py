@@ -1,0 +1,125 @@
+"""The memory a server keeps, and the window a request comes from.
+
+A `MemoryKeeper` owns one memory for a server: it opens the store and loads the model in a
+background thread (in-process: once the handshake is answered; in the service: at start),
+and saves recall counters every couple of seconds. A window's own context (its project, its
+session) travels with its connection, in `WINDOW`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from mtl_mcp.config import Settings, return_free_heap
+from mtl_mcp.errors import MtlError
+from mtl_mcp.memory.listeners import ChangeListeners
+from mtl_mcp.operations.context import refresh_general_context
+from mtl_mcp.operations.service import SESSION_ENV
+
+if TYPE_CHECKING:
+    from mtl_mcp.memory import Memory
+
+logger = logging.getLogger(__name__)
+FLUSH_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a client window tells the shared service about itself."""
+
+    project_dir: str | None = None  # its CLAUDE_PROJECT_DIR
+    cwd: str | None = None
+    client: str | None = None
+    session_id: str | None = None  # the client's session, when it says (Claude Code does)
+
+
+# The window a request comes from, set per connection by the service; None in-process.
+WINDOW: ContextVar[Window | None] = ContextVar("mtl_mcp_window", default=None)
+
+
+class MemoryKeeper:
+    """Owns one memory for a server: created on first use (importing numpy, pyarrow and
+    lancedb is not free), warmed in a background thread, counters flushed, closed."""
+
+    def __init__(self, settings: Settings, memory: Memory | None = None) -> None:
+        self._settings = settings
+        self._memory = memory
+        self._lock = threading.Lock()
+        self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
+        self.listeners = ChangeListeners()  # the open dashboard's live feed
+
+    def get(self) -> Memory:
+        with self._lock:
+            if self._memory is None:
+                from mtl_mcp.memory import Memory
+
+                self._memory = Memory(self._settings, on_change=self._changed)
+            return self._memory
+
+    def _changed(self, memory: Memory) -> None:
+        refresh_general_context(memory)
+        self.listeners()
+
+    def start_warming(self) -> None:
+        """Open the store and load the model in the background (once)."""
+        with contextlib.suppress(RuntimeError):  # already started by a concurrent request
+            self._warmer.start()
+
+    def _warm(self) -> None:
+        try:
+            self.get().warm()
+            return_free_heap()
+        except MtlError as exc:  # reported again, to the assistant, on the first tool call
+            logger.warning("warm-up failed: %s", exc)
+        except Exception:  # never let the warm-up thread die noisily
+            logger.exception("warm-up failed")
+
+    async def keep_flushing(self) -> None:
+        """Save recall counters every FLUSH_SECONDS, until cancelled."""
+        while True:
+            await anyio.sleep(FLUSH_SECONDS)
+            if self._memory is None:
+                continue
+            try:
+                await anyio.to_thread.run_sync(self._memory.flush)
+            except MtlError as exc:
+                logger.warning("could not save recall counts: %s", exc)
+            except Exception:  # a background task must never take the server down
+                logger.exception("could not save recall counts")
+
+    async def close(self) -> None:
+        """Wait for a warm-up in flight (an import cut short at exit aborts), then close."""
+        if self._warmer.ident is not None:
+            await anyio.to_thread.run_sync(self._warmer.join, 10.0)
+        if self._memory is not None:
+            await anyio.to_thread.run_sync(self._memory.close)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Flush counters while the block runs; close the memory when it ends."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self.keep_flushing)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+                await self.close()
+
+
+def window_session(local: bool) -> str | None:
+    """The client's session id, when its window says (through the service) or, in-process,
+    its environment does; None over HTTP."""
+    window = WINDOW.get()
+    if window is not None:
+        return window.session_id
+    return os.environ.get(SESSION_ENV) if local else None
