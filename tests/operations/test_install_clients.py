@@ -39,7 +39,7 @@ SERVERS_KEY = {"vscode": "servers", "opencode": "mcp", "zed": "context_servers"}
 
 @pytest.fixture
 def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    for name in ("XDG_CONFIG_HOME", "COPILOT_HOME", "APPDATA"):
+    for name in ("XDG_CONFIG_HOME", "COPILOT_HOME", "APPDATA", "GEMINI_CLI_HOME"):
         monkeypatch.delenv(name, raising=False)
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()

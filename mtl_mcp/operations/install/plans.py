@@ -84,6 +84,7 @@ from mtl_mcp.operations.install.targets import (
     Launch,
     Plan,
     config_paths,
+    gemini_user_home,
 )
 
 _RESTART = {
@@ -238,10 +239,23 @@ def gemini_trust_note(user_home: Path, project_dir: Path, scope: InstallScope) -
     )
 
 
+def gemini_installed(user_home: Path, project_dir: Path) -> bool:
+    """Whether Gemini CLI's user or project settings register mtl-mcp."""
+    for scope in ("user", "project"):
+        path = config_paths("gemini-cli", scope, user_home=user_home, project_dir=project_dir).mcp
+        try:
+            servers = load_json(path, read_text(path), comments=True).get("mcpServers")
+        except ConfigError:
+            continue
+        if isinstance(servers, dict) and SERVER_NAME in servers:
+            return True
+    return False
+
+
 def gemini_trust(user_home: Path, folder: Path) -> str:
     """ "trusted", "untrusted" or "unknown": `folder` in ~/.gemini/trustedFolders.json, as Gemini
     CLI reads it (a TRUST_PARENT entry trusts the folders below its parent)."""
-    path = user_home / ".gemini" / "trustedFolders.json"
+    path = gemini_user_home(user_home) / ".gemini" / "trustedFolders.json"
     try:
         rules = load_json(path, read_text(path), comments=True)
     except ConfigError:

@@ -138,8 +138,9 @@ def config_paths(
         trust = user_home / ".codex" / "config.toml"
         return ConfigPaths(base / "config.toml", base / "hooks.json", trust=trust)
     if client == "gemini-cli":
-        settings = (user_home if user else project_dir) / ".gemini" / "settings.json"
-        policy = user_home / ".gemini" / "policies" / "mtl-mcp.toml" if user else None
+        gemini_home = gemini_user_home(user_home)
+        settings = (gemini_home if user else project_dir) / ".gemini" / "settings.json"
+        policy = gemini_home / ".gemini" / "policies" / "mtl-mcp.toml" if user else None
         return ConfigPaths(settings, settings, policy=policy)
     if client == "opencode":
         if user:
@@ -171,6 +172,11 @@ def config_paths(
     return ConfigPaths(
         _app_config(user_home, platform) / "Claude" / "claude_desktop_config.json", None
     )
+
+
+def gemini_user_home(user_home: Path) -> Path:
+    """The folder holding Gemini CLI's user `.gemini` (GEMINI_CLI_HOME moves it)."""
+    return Path(os.environ.get("GEMINI_CLI_HOME") or user_home)
 
 
 def _app_config(user_home: Path, platform: str) -> Path:
