@@ -242,7 +242,7 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         return ""
     if state.done:
         return ""  # the common case: nothing to do until the next task
-    if call.tool.rsplit("__", 1)[-1] == RECALL_TOOL:
+    if call.tool.endswith(RECALL_TOOL):  # mcp__mtl-mcp__, mcp_mtl-mcp_, mtl-mcp-, mtl-mcp_
         state.done = True  # the model asked for itself
         return ""
     if _loads_recall_tool(call):

@@ -26,6 +26,7 @@ from mtl_mcp.learning.spool import Spool
 from mtl_mcp.learning.transcripts import read_transcript
 from mtl_mcp.operations.context import INVITATION
 from mtl_mcp.text.render import PLAN_NOTES_HEADER
+from tests.copilot_cli import CopilotCli
 from tests.fake_chat_stream import FakeChatStream
 from tests.fake_gemini import FakeGemini
 from tests.gemini_cli import GeminiCli
@@ -226,3 +227,51 @@ def test_an_opencode_session_gets_context_recall_on_the_plan_and_is_captured(
     assert (job.client, job.format) == ("opencode", "trajectory")
     transcript = read_transcript(Path(job.transcript_path), job.format)
     assert any(e.role == "user" and "month-start" in e.text for e in transcript.events)
+
+
+# ------------------------------------------------------------------ Copilot CLI
+
+
+def test_a_copilot_session_gets_context_recall_on_the_plan_and_is_captured(
+    tmp_path: Path, project: Path, data: Settings
+) -> None:
+    """`copilot -p` in bring-your-own-key mode, the model played by the fake. Copilot CLI
+    has no `mcp list` that connects: `mcp get` shows what install wrote. In the session the
+    tools are offered; the session-start context is a user message; the model states a plan
+    and views a file, and the notes recalled for it are appended to the file's contents
+    (postToolUse); its recall_insights call runs without a prompt and is answered; the
+    session's end queues a Copilot job whose events.jsonl mtl-mcp reads. Uninstall removes
+    the server and the hook file."""
+    copilot = CopilotCli.install(tmp_path)
+    mtl(copilot.home, project, "install", "copilot-cli")
+    shown = output(copilot.run(["mcp", "get", "mtl-mcp"], cwd=project))
+    assert "Status: Enabled" in shown and "mtl-mcp serve" in shown, shown
+    warm_service(copilot.home, project)
+    with FakeChatStream("gpt-4.1") as fake:
+        fake.reply_call("view", {"path": str(project / "report.py")}, text=PLAN)
+        fake.reply_call("mtl-mcp-recall_insights", {"plan": PLAN})
+        fake.reply_text("Fixed; the suite passes.")
+        done = copilot.run(["-p", "Fix the month-start crash."], cwd=project, fake=fake)
+        assert "Fixed; the suite passes." in done.stdout, output(done)[-3000:]
+        first, after_view, after_recall = fake.agent_requests
+
+    assert "mtl-mcp-recall_insights" in first.tool_names()
+    assert any(text.startswith(INVITATION) for text in first.messages("user"))
+    [viewed] = after_view.tool_results().values()
+    assert "month_start" in viewed and PLAN_NOTES_HEADER in viewed  # postToolUse
+    recalled = list(after_recall.tool_results().values())[-1]
+    assert "id ins_" in recalled and PLAN_NOTES_HEADER not in recalled, recalled
+
+    wait_for(lambda: bool(list(Spool(data).jobs())), "the sessionEnd job")
+    [(_, job)] = list(Spool(data).jobs())
+    assert (job.client, job.format) == ("copilot-cli", "copilot-cli")
+    assert Path(job.transcript_path).is_relative_to(copilot.copilot_home / "session-state")
+    transcript = read_transcript(Path(job.transcript_path), job.format)
+    assert ("assistant", "tool_call", "view") in [
+        (e.role, e.kind, e.tool) for e in transcript.events
+    ]
+
+    mtl(copilot.home, project, "uninstall", "copilot-cli")
+    assert not (copilot.copilot_home / "mcp-config.json").exists()
+    assert not (copilot.copilot_home / "hooks" / "mtl-mcp.json").exists()
+    assert "mtl-mcp" not in output(copilot.run(["mcp", "list"], cwd=project))

@@ -193,6 +193,7 @@ def _client_notes(
             )
         return notes
     if client == "opencode":
+        plugin_root = paths.plugin.parent.parent if paths.plugin else None
         notes = [
             "opencode runs MCP tools without asking unless your `permission` settings say "
             "otherwise: install adds no rule."
@@ -200,16 +201,17 @@ def _client_notes(
         if hooks:
             notes.append(
                 f"The session hooks are the plugin {paths.plugin}. On its next start opencode "
-                "installs its plugin SDK into that folder from npm (once; it needs the "
-                "network). Sessions are captured when they go idle; the transcripts mtl-mcp "
-                "distils go to opencode's data folder (mtl-mcp-transcripts/)."
+                f"installs its plugin SDK (package.json, node_modules) in {plugin_root} from "
+                "npm, once: it needs the network then. A session is captured each time it "
+                "goes idle; the plugin writes the transcript mtl-mcp distils to opencode's "
+                "data folder (mtl-mcp-transcripts/)."
             )
         return notes
     if client == "copilot-cli":
         notes = [
             "Copilot CLI runs the read-only tools (recall_insights, list_memories) without "
-            "asking, as their annotations say; in `copilot -p` allow them with "
-            "--allow-tool 'mtl-mcp(recall_insights)' --allow-tool 'mtl-mcp(list_memories)'."
+            "asking, `copilot -p` included: their annotations say they only read. It asks "
+            "before the others (or `--allow-tool 'mtl-mcp(record_session)'` allows one)."
         ]
         if scope == "project":
             notes.append(
@@ -400,6 +402,11 @@ def plan_uninstall(
     for owned in (paths.plugin, paths.policy):
         if owned is not None:
             changes.append(owned_removal(owned, notes))
+    if paths.plugin is not None and (paths.plugin.parent.parent / "node_modules").is_dir():
+        notes.append(
+            f"opencode's own package.json and node_modules in {paths.plugin.parent.parent} "
+            "stay: opencode installed them, and its other plugins may need them."
+        )
     return Plan(client, scope, [c for c in changes if c is not None], notes)
 
 
