@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.files import open_private
-from mtl_mcp.hooks.tool_use import copilot_events, prune_states, session_state
+from mtl_mcp.hooks.fast import copilot_events
+from mtl_mcp.hooks.tool_use import prune_states, session_state
 from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import Format, missing_conversation
@@ -89,7 +90,7 @@ class HookInput(BaseModel):
         if self.transcript_path:
             return self.transcript_path
         if self.client == "copilot-cli" and self.sessionId:
-            return str(copilot_events(self.sessionId))
+            return copilot_events(self.sessionId)
         return None
 
     @property

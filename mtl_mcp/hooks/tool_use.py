@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings
-from mtl_mcp.hooks.fast import STATE_FOLDER, served_already, state_name
+from mtl_mcp.hooks.fast import STATE_FOLDER, copilot_events, served_already, state_name
 from mtl_mcp.hooks.plans import (
     PLAN_MAX_CHARS,
     TaskText,
@@ -139,16 +139,10 @@ def _copilot_call(payload: dict[str, Any]) -> ToolCall | None:
     arguments = payload.get("toolArgs")
     return ToolCall(
         "copilot-cli", "postToolUse", session, None, tool, arguments, result,
-        call_key=signature(tool, arguments), transcript=str(copilot_events(session)),
+        call_key=signature(tool, arguments), transcript=copilot_events(session),
         cwd=_text(payload.get("cwd")), failed=result.get("resultType") not in (None, "success"),
         transcript_first=False,
     )  # fmt: skip
-
-
-def copilot_events(session: str) -> Path:
-    """Copilot CLI's record of a session (`$COPILOT_HOME/session-state/<id>/events.jsonl`)."""
-    home = os.environ.get("COPILOT_HOME") or os.path.join(os.path.expanduser("~"), ".copilot")
-    return Path(home) / "session-state" / os.path.basename(session) / "events.jsonl"
 
 
 def _text(value: Any) -> str | None:
@@ -166,6 +160,7 @@ class SessionState:
     replans: int = 0
     shown: list[str] = field(default_factory=list)  # ids the hooks put before the model
     waiting: str | None = None  # a plan whose recall found no service in time: tried again
+    read_to: int | None = None  # the transcript's size when done (clients naming no task)
     updated: float = 0.0
 
 
@@ -227,6 +222,8 @@ def tool_use(raw: str, settings: Settings) -> str:
             logger.info("tool-use: another hook of the session held it past the budget")
             return ""
         notes = _decide(call, state, settings, started)
+        if state.done and call.task is None and call.transcript:
+            state.read_to = _size(call.transcript)  # `hooks.fast` reads on from here
     return _output(call, notes) if notes else ""
 
 
@@ -275,6 +272,13 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
     state.done, state.failures, state.waiting = True, 0, None
     state.shown += [i for i in ids if i not in state.shown]
     return notes
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
 
 
 def _caught_up(call: ToolCall, settings: Settings, started: float) -> TaskText:

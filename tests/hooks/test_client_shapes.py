@@ -14,6 +14,7 @@ import pytest
 
 from mtl_mcp.config import Settings
 from mtl_mcp.hooks import session
+from mtl_mcp.hooks.fast import STATE_FOLDER, served_already, state_name
 from mtl_mcp.hooks.plans import signature, task_text
 from mtl_mcp.hooks.session import parse_input, session_end, session_start
 from mtl_mcp.hooks.tool_use import parse_call
@@ -237,3 +238,30 @@ def test_session_end_queues_each_clients_transcript_in_its_format(
         assert detect_format(Path(job.transcript_path)) == job.format
         transcript = read_transcript(Path(job.transcript_path), job.format)
         assert [e.role for e in transcript.events] == ["user", "assistant"]
+
+
+def test_a_finished_task_of_a_client_naming_none_ends_in_the_fast_path(tmp_path: Path) -> None:
+    """Gemini and Copilot name no task: the hook is done with one while the transcript holds
+    no prompt after the point it was done (tool results, the model's messages are fine)."""
+    chat = tmp_path / "chats" / "session-1.jsonl"
+    chat.parent.mkdir()
+    lines: list[dict[str, Any]] = [
+        {"id": "u1", "type": "user", "content": [{"text": "Fix the bug"}]},
+        {"id": "g1", "type": "gemini", "content": PLAN},
+    ]
+    write_lines(chat, lines)
+    home = tmp_path / "home"
+    (home / STATE_FOLDER).mkdir(parents=True)
+    state = home / STATE_FOLDER / state_name("65bea617-f40d")
+    state.write_text(json.dumps({"done": True, "read_to": chat.stat().st_size}))
+    payload = GEMINI_AFTER_TOOL | {"transcript_path": str(chat)}
+    assert served_already(str(home), json.dumps(payload))
+    result = {"functionResponse": {"name": "read_file", "response": {"output": "x"}}}
+    write_lines(chat, [*lines, {"id": "u2", "type": "user", "content": [result]}])
+    assert served_already(str(home), json.dumps(payload))
+    failed = payload | {"tool_response": {"error": "exit 1"}}
+    assert not served_already(str(home), json.dumps(failed))
+    write_lines(chat, [*lines, {"id": "u3", "type": "user", "content": [{"text": "Now the docs"}]}])
+    assert not served_already(str(home), json.dumps(payload))
+    state.write_text(json.dumps({"done": True}))  # no offset: no telling
+    assert not served_already(str(home), json.dumps(payload))
