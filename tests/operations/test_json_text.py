@@ -88,8 +88,18 @@ def test_comments_trailing_commas_and_slashes_in_strings_survive() -> None:
     new = old | {"mcpServers": {"mtl-mcp": {"command": "x"}}}
     added = edited_text(COMMENTED, old, new)
     assert parse(added) == new
-    assert "// mine" in added and "/* the theme */" in added
+    assert '"url": "http://example.com/a//b",\n  "mcpServers"' in added  # its comma kept
+    assert '"theme": "dark", // mine' in added and "/* the theme */" in added
     assert edited_text(added, new, old) == COMMENTED
+
+
+def test_a_comment_ending_the_last_line_stays_on_its_line() -> None:
+    text = '{\n  "theme": "dark" // mine\n}\n'
+    old = parse(text)
+    new = old | {"mcpServers": {}}
+    added = edited_text(text, old, new)
+    assert added == '{\n  "theme": "dark", // mine\n  "mcpServers": {}\n}\n'
+    assert edited_text(added, new, old) == text
 
 
 @pytest.mark.parametrize("text", ["{", '{"a" 1}', "{} x", '{"a": tru}', "[1,,]"])

@@ -12,12 +12,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 _SPACE = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.S)
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+# What may follow an entry on its line: a comma, a comment (group 2), blanks.
+_LINE_TAIL = re.compile(r"[ \t]*(,?)([ \t]*(?://[^\n]*|/\*[^\n]*?\*/)?[ \t]*)")
 
 
 class JsoncError(ValueError):
@@ -195,6 +198,8 @@ class _Differ:
             inner = indent if multiline else None
             return [p + self.render(v, inner) for p, v in zip(prefixes, values, strict=True)]
 
+        if multiline and self.by_line(entries, gone, inserts, indent, rendered):
+            return
         if not kept:  # nothing of the old content stays: the interior is rewritten
             body = [text for _, t, v in inserts for text in rendered(t, v)]
             interior = gap.join(body)
@@ -216,6 +221,63 @@ class _Differ:
             else:
                 at = entries[kept[0]][1]
                 self.edits.append((at, at, gap.join(texts) + gap))
+
+    def by_line(
+        self,
+        entries: list[tuple[str | None, int, _Node]],
+        gone: list[int],
+        inserts: list[tuple[int, list[str], list[Any]]],
+        indent: str,
+        rendered: Callable[[list[str], list[Any]], list[str]],
+    ) -> bool:
+        """Append one batch of entries after the last one, or cut the last one, a line at a
+        time: so the comment at the end of the last line stays with its entry, and a
+        trailing comma stays where it is. False when the change is not that, or the lines
+        are not laid out so (the caller edits by value then)."""
+        if not entries or len(gone) + len(inserts) != 1:
+            return False
+        if inserts:
+            after, prefixes, values = inserts[0]
+            if after != len(entries) - 1:
+                return False
+            end = entries[-1][2].end
+            tail = _LINE_TAIL.fullmatch(self.text, end, self._line_end(end))
+            if tail is None:
+                return False
+            body = ",\n".join(indent + text for text in rendered(prefixes, values))
+            if tail.group(1):  # a trailing comma: ours gets one too
+                self.edits.append((tail.end(), tail.end(), "\n" + body + ","))
+            elif tail.end() == end:
+                self.edits.append((end, end, ",\n" + body))
+            else:  # the comma after the value, ours after the line's comment
+                self.edits.append((end, end, ","))
+                self.edits.append((tail.end(), tail.end(), "\n" + body))
+            return True
+        [i] = gone
+        if i != len(entries) - 1 or i == 0:
+            return False
+        start, end = entries[i][1], entries[i][2].end
+        previous = entries[i - 1][2].end
+        line_start = self.text.rfind("\n", previous, start)
+        own_line = _LINE_TAIL.fullmatch(self.text, previous, max(line_start, previous))
+        ours = _LINE_TAIL.fullmatch(self.text, end, self._line_end(end))
+        if line_start < 0 or own_line is None or ours is None or ours.group(2).strip():
+            return False
+        if self.text[line_start:start].strip():
+            return False
+        if ours.group(1):
+            self.edits.append((line_start, end + ours.group(0).index(",") + 1, ""))
+        elif own_line.group(1):
+            comma = previous + own_line.group(0).index(",")
+            self.edits.append((comma, comma + 1, ""))
+            self.edits.append((line_start, end, ""))
+        else:
+            return False
+        return True
+
+    def _line_end(self, at: int) -> int:
+        end = self.text.find("\n", at)
+        return len(self.text) if end < 0 else end
 
     def line_indent(self, node: _Node, start: int | None = None) -> str:
         """The whitespace opening the line where `node` (or offset `start`) begins."""
