@@ -75,6 +75,9 @@ class ToolCall:
     # Claude Code and Codex write the call to the transcript before the hook runs (or just
     # after): a transcript without it is an older turn's. Gemini and Copilot may not yet.
     transcript_first: bool = True
+    # Whether to wait a moment for the transcript to show the call: Copilot writes its
+    # record a little after the hook starts; Gemini writes the call with its result, later.
+    catch_up: bool = True
 
 
 def parse_call(payload: Any) -> ToolCall | None:
@@ -102,6 +105,7 @@ def parse_call(payload: Any) -> ToolCall | None:
             "gemini-cli", event, session, None, tool, arguments, response,
             call_key=signature(tool, arguments), transcript=_text(payload.get("transcript_path")),
             cwd=_text(payload.get("cwd")), failed=failed, transcript_first=False,
+            catch_up=False,
         )  # fmt: skip
     elif event == "tool.execute.after" and payload.get("client") == "opencode":
         said = payload.get("assistant_text")
@@ -283,12 +287,12 @@ def _size(path: str) -> int | None:
 
 def _caught_up(call: ToolCall, settings: Settings, started: float) -> TaskText:
     """The task as the transcript shows it, read again for a moment while it does not show
-    this tool call yet (interactive Claude Code sometimes writes it after the hook
-    starts)."""
+    this tool call yet (interactive Claude Code, and Copilot CLI, sometimes write it after
+    the hook starts)."""
     deadline = started + min(CATCH_UP_SECONDS, settings.hook_budget_seconds / 2)
     while True:
         task = task_text(call.transcript, call.call_key)
-        done = task.seen or not call.transcript_first or not call.call_key
+        done = task.seen or not call.catch_up or not call.call_key
         if done or not call.transcript or time.monotonic() > deadline:
             return task
         time.sleep(0.02)
