@@ -375,3 +375,4 @@ def test_recall_can_leave_out_insights_already_shown(store: Memory) -> None:
     after = [h.id for h in store.recall(plan, k=3, exclude_ids=first)]
     assert len(after) == 3 and not set(first) & set(after)
     assert set(first) | set(after) == {r.id for r in stored}
+
