@@ -84,13 +84,20 @@ SCOPE_OPTION = click.option(
 )
 def install(client: str, scope: str, dry_run: bool, no_hooks: bool, trust_hooks: bool) -> None:
     """Register the MCP server (and session hooks) in a client's config files; say which
-    model will distil its sessions and what that costs.
+    model will distil its sessions and what that costs. `--dry-run` prints the diff; every
+    file changed is backed up first, and `uninstall` removes exactly what this added.
 
-    For Claude Code, also allow the read-only tools (recall_insights, list_memories), so
-    they run without a prompt, and in `claude -p`; the others still ask.
+    For Claude Code and Gemini CLI, also allow the read-only tools (recall_insights,
+    list_memories), so they run without a prompt, and in `claude -p` / `gemini -p`; the
+    others still ask.
 
     Codex runs hooks only once you trust them (/hooks in Codex); `codex exec` skips the
     others silently. Install does not trust them for you unless --trust-hooks says so.
+    Gemini CLI starts servers and runs hooks only in folders you trusted; install never
+    trusts one (its note and `mtl-mcp doctor` say what to do).
+
+    Session hooks: Claude Code, Cursor, Codex, Gemini CLI, Copilot CLI (hook files) and
+    opencode (a plugin). Claude Desktop, VS Code, Windsurf and Zed get the server only.
 
     Also prepares the memory: the store (with the starter pack) and the session-start
     context, so the first session neither waits for them nor starts without context.

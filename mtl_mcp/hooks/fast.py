@@ -64,17 +64,86 @@ def served_already(home: str, raw: str) -> bool:
         payload = json.loads(raw)
     except ValueError:
         return False
-    if not isinstance(payload, dict) or payload.get("hook_event_name") != "PostToolUse":
+    if not isinstance(payload, dict):
+        return False
+    untracked = _untracked_task(payload)
+    if untracked is not None:
+        state = _state(home, untracked[0])
+        read_to = state.get("read_to") if state else None
+        if not (state and state.get("done") is True and isinstance(read_to, int)):
+            return False
+        return not _prompt_since(untracked[1], read_to)
+    # Claude Code's and Codex's, and the opencode plugin's: the payloads with a task id
+    if payload.get("hook_event_name") not in ("PostToolUse", "tool.execute.after"):
         return False
     session, task = payload.get("session_id"), payload.get("prompt_id") or payload.get("turn_id")
     if not isinstance(session, str) or not isinstance(task, str) or not session or not task:
         return False
+    found = _state(home, session)
+    return found is not None and found.get("task") == task and found.get("done") is True
+
+
+def _state(home: str, session: str) -> dict[str, object] | None:
     try:
         with open(os.path.join(home, STATE_FOLDER, state_name(session)), encoding="utf-8") as f:
             state = json.load(f)
     except (OSError, ValueError):
-        return False
-    return isinstance(state, dict) and state.get("task") == task and state.get("done") is True
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def copilot_events(session: str) -> str:
+    """Copilot CLI's record of a session (`$COPILOT_HOME/session-state/<id>/events.jsonl`)."""
+    home = os.environ.get("COPILOT_HOME") or os.path.join(os.path.expanduser("~"), ".copilot")
+    return os.path.join(home, "session-state", os.path.basename(session), "events.jsonl")
+
+
+def _untracked_task(payload: dict[str, object]) -> tuple[str, str] | None:
+    """(session, transcript) of a successful tool call from a client that names no task
+    (Gemini CLI, Copilot CLI): its task is over only while no prompt follows in the
+    transcript the point where the hook was done with it."""
+    if payload.get("hook_event_name") == "AfterTool":
+        session, transcript = payload.get("session_id"), payload.get("transcript_path")
+        response = payload.get("tool_response")
+        failed = isinstance(response, dict) and bool(response.get("error"))
+    elif "sessionId" in payload and "hookEventName" not in payload:
+        session, result = payload.get("sessionId"), payload.get("toolResult")
+        if not isinstance(session, str) or not isinstance(result, dict):
+            return None
+        transcript = copilot_events(session)
+        failed = result.get("resultType") not in (None, "success")
+    else:
+        return None
+    if failed or not isinstance(session, str) or not isinstance(transcript, str) or not session:
+        return None
+    return session, transcript
+
+
+def _prompt_since(transcript: str, offset: int) -> bool:
+    """Whether the transcript holds a user prompt after `offset` (in doubt: True)."""
+    try:
+        with open(transcript, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size < offset:
+                return True  # rewritten: no telling
+            handle.seek(offset)
+            data = handle.read(STDIN_LIMIT + 1)
+    except OSError:
+        return True
+    if len(data) > STDIN_LIMIT:
+        return True
+    for line in data.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") == "user.message":  # Copilot CLI
+            return True
+        parts = entry.get("content") if entry.get("type") == "user" else None  # Gemini CLI
+        if isinstance(parts, list) and any(isinstance(p, dict) and "text" in p for p in parts):
+            return True
+    return False
 
 
 def named_home(home: str | None) -> str | None:

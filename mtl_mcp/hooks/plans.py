@@ -27,8 +27,18 @@ TRIVIAL_PROMPT_WORDS = 3  # at most: "yes", "go on", "thanks!" continue the task
 PLAN_MAX_CHARS = 4000  # what recall takes (the plan limit of every door)
 TAIL_BYTES = 512 * 1024  # of the transcript read to find the task's start
 _WORD = re.compile(r"\w+")
-# Codex and Claude Code wrap context they inject in the user's turn in tags like these.
-_INJECTED = re.compile(r"^\s*<(environment_context|user_instructions|system-reminder|command-)")
+# Codex, Claude Code and Gemini CLI wrap context they inject in the user's turn in tags
+# like these; Gemini puts a hook's session-start context in front of the first prompt.
+_INJECTED = re.compile(
+    r"^\s*<(environment_context|user_instructions|system-reminder|command-|session_context)"
+)
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
+
+
+def signature(tool: str, arguments: Any) -> str:
+    """A tool call's name and arguments as one key: how a transcript is matched to a hook
+    payload that carries no call id (Gemini CLI's, Copilot CLI's)."""
+    return json.dumps([tool, arguments], sort_keys=True, default=str)
 
 
 def words(text: str) -> int:
@@ -59,6 +69,9 @@ def plan_from_tool(tool: str, arguments: Any, response: Any = None) -> str | Non
             if isinstance(source.get("plan"), str) and source["plan"].strip():
                 return str(source["plan"])
         path = response.get("filePath") if isinstance(response, dict) else None
+        plan_file = arguments.get("plan_filename")  # Gemini CLI's, in its plans folder
+        if isinstance(plan_file, str) and plan_file and os.environ.get("GEMINI_PLANS_DIR"):
+            path = os.path.join(os.environ["GEMINI_PLANS_DIR"], os.path.basename(plan_file))
         return _read_plan_file(path) if isinstance(path, str) else None
     if name in ("todowrite", "write_todos", "update_plan", "todo_write"):
         items = arguments.get("todos") or arguments.get("plan") or []
@@ -111,7 +124,8 @@ def task_text(path: str | None, tool_use_id: str | None) -> TaskText:
     seen = False
     for event in events[start + 1 :]:
         if event.kind == "text":
-            said.append(event.text)
+            if not said or said[-1] != event.text:  # Gemini writes a message again with its calls
+                said.append(event.text)
         elif event.kind == "call":
             calls += 1
             if tool_use_id and event.key == tool_use_id:
@@ -161,6 +175,8 @@ def _events(lines: Iterable[str]) -> Iterator[_Event]:
         if isinstance(entry, dict):
             yield from _claude_events(entry, number)
             yield from _codex_events(entry, number)
+            yield from _gemini_events(entry, number)
+            yield from _copilot_events(entry, number)
 
 
 def _claude_events(entry: dict[str, Any], number: int) -> Iterator[_Event]:
@@ -212,3 +228,43 @@ def _codex_events(entry: dict[str, Any], number: int) -> Iterator[_Event]:
         yield _Event("prompt", text, str(number))
     elif payload.get("role") == "assistant" and text.strip():
         yield _Event("text", text)
+
+
+def _gemini_events(entry: dict[str, Any], number: int) -> Iterator[_Event]:
+    """A Gemini CLI chat line: {"type": "user"|"gemini", "content": ..., "toolCalls": [...]}."""
+    kind, content = entry.get("type"), entry.get("content")
+    if kind not in ("user", "gemini") or "message" in entry:
+        return  # ("message" is Claude Code's)
+    parts = [{"text": content}] if isinstance(content, str) else content
+    texts = [
+        p["text"] for p in parts or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
+    ]
+    text = "\n".join(texts)
+    if kind == "user":
+        prompt = _HOOK_CONTEXT.sub("", text)
+        if prompt.strip() and not _INJECTED.match(prompt):
+            yield _Event("prompt", prompt, str(entry.get("id") or number))
+        return
+    if text.strip():
+        yield _Event("text", text)
+    for call in entry.get("toolCalls") or []:
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            yield _Event("call", key=signature(call["name"], call.get("args")))
+
+
+def _copilot_events(entry: dict[str, Any], number: int) -> Iterator[_Event]:
+    """A Copilot CLI events.jsonl line: {"type": "user.message"|"assistant.message", "data"}."""
+    kind, data = entry.get("type"), entry.get("data")
+    if kind not in ("user.message", "assistant.message") or not isinstance(data, dict):
+        return
+    content = data.get("content")
+    text = content if isinstance(content, str) else ""
+    if kind == "user.message":
+        if text.strip():
+            yield _Event("prompt", text, str(data.get("messageId") or number))
+        return
+    if text.strip():
+        yield _Event("text", text)
+    for call in data.get("toolRequests") or []:
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            yield _Event("call", key=signature(call["name"], call.get("arguments")))

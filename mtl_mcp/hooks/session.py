@@ -21,16 +21,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.files import open_private
+from mtl_mcp.hooks.fast import copilot_events
 from mtl_mcp.hooks.tool_use import prune_states, session_state
 from mtl_mcp.learning.backends.child import is_distill_child
 from mtl_mcp.learning.discovery import memories_of_session, unread
 from mtl_mcp.learning.spool import Job, Spool
-from mtl_mcp.learning.transcripts import missing_conversation
+from mtl_mcp.learning.transcripts import Format, missing_conversation
 from mtl_mcp.operations.context import Context, cached_context
 from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
@@ -41,14 +42,19 @@ OUR_OWN_RUN = "ignored: a distillation run started by mtl-mcp"
 
 
 class HookInput(BaseModel):
-    """The JSON a client sends on stdin (Claude Code, Cursor, Codex); unknown fields are
-    ignored. Codex sends Claude Code's fields; its session hooks carry no `turn_id`, but its
-    transcript is a rollout file (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`)."""
+    """The JSON a client sends on stdin; unknown fields are ignored. Codex and Gemini CLI send
+    Claude Code's fields; Codex's session hooks carry no `turn_id`, but its transcript is a
+    rollout file (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`), and Gemini's a chat file
+    (`~/.gemini/tmp/<project>/chats/session-*.jsonl`). Copilot CLI sends camelCase fields
+    and no event name or transcript path; opencode's plugin names itself (`client`)."""
 
     model_config = ConfigDict(extra="ignore")
 
     session_id: str | None = None
     conversation_id: str | None = None  # Cursor's name for the session
+    sessionId: str | None = None  # Copilot CLI's (VS Code's too, with `hookEventName`)
+    hookEventName: str | None = None
+    client_name: str | None = Field(None, alias="client")  # opencode's plugin
     transcript_path: str | None = None
     cwd: str | None = None
     workspace_roots: list[str] | None = None
@@ -59,12 +65,34 @@ class HookInput(BaseModel):
     turn_id: str | None = None  # Codex's, in its turn events
 
     @property
-    def client(self) -> str:
+    def client(self) -> str | None:
+        """Which client sent this; None for a shape no installed hook sends (VS Code runs
+        Claude Code's and Copilot's hook files with payloads of its own)."""
+        if self.client_name == "opencode":
+            return "opencode"
+        if self.hookEventName:
+            return None
+        if self.sessionId:
+            return "copilot-cli"
         if self.cursor_version:
             return "cursor"
         if self.turn_id or _is_rollout(self.transcript_path):
             return "codex"
+        if _is_gemini_chat(self.transcript_path):
+            return "gemini-cli"
         return "claude-code"
+
+    @property
+    def session(self) -> str | None:
+        return self.session_id or self.conversation_id or self.sessionId
+
+    @property
+    def transcript(self) -> str | None:
+        if self.transcript_path:
+            return self.transcript_path
+        if self.client == "copilot-cli" and self.sessionId:
+            return copilot_events(self.sessionId)
+        return None
 
     @property
     def project_dir(self) -> str | None:
@@ -78,6 +106,22 @@ class HookInput(BaseModel):
 def _is_rollout(path: str | None) -> bool:
     name = Path(path).name if path else ""
     return name.startswith("rollout-") and name.endswith(".jsonl")
+
+
+def _is_gemini_chat(path: str | None) -> bool:
+    if not path:
+        return False
+    where = Path(path)
+    return where.parent.name == "chats" and where.name.startswith("session-")
+
+
+# The transcript format of each client's sessions (see learning.transcripts).
+_FORMATS: dict[str, Format] = {
+    "codex": "codex",
+    "gemini-cli": "gemini-cli",
+    "copilot-cli": "copilot-cli",
+    "opencode": "trajectory",
+}
 
 
 def parse_input(raw: str) -> HookInput:
@@ -111,24 +155,26 @@ def session_end(raw: str, settings: Settings) -> str:
     if is_distill_child():
         return OUR_OWN_RUN
     payload = parse_input(raw)
-    session = payload.session_id or payload.conversation_id
-    if not payload.transcript_path or not session:
+    session, transcript, client = payload.session, payload.transcript, payload.client
+    if client is None:
+        return "a hook input of no shape mtl-mcp installs: ignored"
+    if not transcript or not session:
         return "no transcript_path or session id in the hook input: nothing to distil"
     # `claude mcp list` ends a "session" whose transcript never exists: no job for that.
-    if problem := missing_conversation(Path(payload.transcript_path)):
+    if problem := missing_conversation(Path(transcript)):
         return f"session {session} dropped: its transcript {problem}"
     job = Job(
         session_id=session,
-        transcript_path=payload.transcript_path,
+        transcript_path=transcript,
         cwd=payload.project_dir,
         reason=payload.reason,
-        client=payload.client,
-        format="codex" if payload.client == "codex" else "auto",
+        client=client,
+        format=_FORMATS.get(client, "auto"),
     )
     spool = Spool(settings)
     spool.enqueue(job)
     # What the assistant remembered in the session is learnt as well, once per content.
-    found = memories_of_session(payload.client, Path(payload.transcript_path), payload.project_dir)
+    found = memories_of_session(client, Path(transcript), payload.project_dir)
     memories = unread(found, spool.done()) if found else []
     for notes in memories:
         spool.enqueue(notes.job())
@@ -145,10 +191,14 @@ def session_start(raw: str, settings: Settings) -> str:
         logger.info("session-start %s", OUR_OWN_RUN)
         return ""
     payload = parse_input(raw)
+    client = payload.client
+    if client is None:
+        logger.info("session-start: a hook input of no shape mtl-mcp installs: ignored")
+        return ""
     prune_states(settings)
     project_dir = str(payload.project_dir or Path.cwd())
-    session = payload.session_id or payload.conversation_id
-    origin = {"session_id": session, "client": payload.client, "trigger": "session-start"}
+    session = payload.session
+    origin = {"session_id": session, "client": client, "trigger": "session-start"}
     context = None
     if settings.service:
         params = {"project_dir": project_dir, "origin": origin if session else None}
@@ -158,13 +208,26 @@ def session_start(raw: str, settings: Settings) -> str:
             context = Context(str(fresh["result"]["text"]), list(fresh["result"]["ids"]))
     if context is None:
         context = cached_context(settings, resolve_project(project_dir))
-        shown = ["--session", session, "--client", payload.client] if session else []
+        shown = ["--session", session, "--client", client] if session else []
         if session and context.ids:
             shown += ["--shown", ",".join(context.ids)]
         _start_background(settings, ["hook", "refresh", "--project-dir", project_dir, *shown])
     if session and context.ids:
         _remember_shown(settings, session, context.ids)
-    return context.text
+    return _as_context(client, context.text)
+
+
+def _as_context(client: str, text: str) -> str:
+    """The context as the client takes it: plain text on stdout (Claude Code, Codex, Cursor),
+    or JSON (Gemini CLI reads nothing else; Copilot CLI and opencode's plugin take it so)."""
+    if not text:
+        return ""
+    if client == "gemini-cli":
+        context = {"hookEventName": "SessionStart", "additionalContext": text}
+        return json.dumps({"hookSpecificOutput": context})
+    if client in ("copilot-cli", "opencode"):
+        return json.dumps({"additionalContext": text})
+    return text
 
 
 def _remember_shown(settings: Settings, session: str, ids: list[str]) -> None:

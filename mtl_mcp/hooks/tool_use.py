@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings
-from mtl_mcp.hooks.fast import STATE_FOLDER, served_already, state_name
+from mtl_mcp.hooks.fast import STATE_FOLDER, copilot_events, served_already, state_name
 from mtl_mcp.hooks.plans import (
     PLAN_MAX_CHARS,
     TaskText,
     is_plan,
     is_trivial_prompt,
     plan_from_tool,
+    signature,
     task_text,
 )
 from mtl_mcp.operations.service import is_running, request, start_in_background
@@ -66,13 +67,17 @@ class ToolCall:
     tool: str
     arguments: Any
     response: Any
-    tool_use_id: str | None
+    call_key: str | None  # how the transcript names this call (its id, or its signature)
     transcript: str | None
     cwd: str | None
-
-    @property
-    def failed(self) -> bool:
-        return self.event in FAILURE_EVENTS
+    failed: bool = False
+    said: str | None = None  # the assistant's text before the call, when the client hands it
+    # Claude Code and Codex write the call to the transcript before the hook runs (or just
+    # after): a transcript without it is an older turn's. Gemini and Copilot may not yet.
+    transcript_first: bool = True
+    # Whether to wait a moment for the transcript to show the call: Copilot writes its
+    # record a little after the hook starts; Gemini writes the call with its result, later.
+    catch_up: bool = True
 
 
 def parse_call(payload: Any) -> ToolCall | None:
@@ -80,16 +85,35 @@ def parse_call(payload: Any) -> ToolCall | None:
     Code's hook entries are also run by other clients, with payloads of their own)."""
     if not isinstance(payload, dict):
         return None
+    if "sessionId" in payload and "toolName" in payload and "hookEventName" not in payload:
+        return _copilot_call(payload)
     event = payload.get("hook_event_name")
     session = payload.get("session_id") or payload.get("conversation_id")
     tool = payload.get("tool_name")
     if not isinstance(session, str) or not isinstance(tool, str) or not session:
         return None
+    arguments = payload.get("tool_input")
     if event in ("PostToolUse", "PostToolUseFailure"):
         client = "codex" if "turn_id" in payload else "claude-code"
         task = payload.get("prompt_id") or payload.get("turn_id")
     elif event in ("postToolUse", "postToolUseFailure") and "cursor_version" in payload:
         client, task = "cursor", None  # its generation ids change within a task
+    elif event == "AfterTool":
+        response = payload.get("tool_response")
+        failed = isinstance(response, dict) and bool(response.get("error"))
+        return ToolCall(
+            "gemini-cli", event, session, None, tool, arguments, response,
+            call_key=signature(tool, arguments), transcript=_text(payload.get("transcript_path")),
+            cwd=_text(payload.get("cwd")), failed=failed, transcript_first=False,
+            catch_up=False,
+        )  # fmt: skip
+    elif event == "tool.execute.after" and payload.get("client") == "opencode":
+        said = payload.get("assistant_text")
+        return ToolCall(
+            "opencode", event, session, _text(payload.get("turn_id")), tool, arguments, None,
+            call_key=None, transcript=None, cwd=_text(payload.get("cwd")),
+            said=said if isinstance(said, str) else "", transcript_first=False,
+        )  # fmt: skip
     else:
         return None
     return ToolCall(
@@ -98,12 +122,31 @@ def parse_call(payload: Any) -> ToolCall | None:
         session=session,
         task=task if isinstance(task, str) else None,
         tool=tool,
-        arguments=payload.get("tool_input"),
+        arguments=arguments,
         response=payload.get("tool_response", payload.get("tool_output")),
-        tool_use_id=_text(payload.get("tool_use_id")),
+        call_key=_text(payload.get("tool_use_id")),
         transcript=_text(payload.get("transcript_path")),
         cwd=_text(payload.get("cwd")),
+        failed=event in FAILURE_EVENTS,
     )
+
+
+def _copilot_call(payload: dict[str, Any]) -> ToolCall | None:
+    """Copilot CLI's postToolUse (camelCase, no event name, no transcript path: its session's
+    events.jsonl is at a known place)."""
+    session, tool = payload.get("sessionId"), payload.get("toolName")
+    if not isinstance(session, str) or not session or not isinstance(tool, str):
+        return None
+    result = payload.get("toolResult")
+    if not isinstance(result, dict):
+        return None  # preToolUse, or a shape of another version
+    arguments = payload.get("toolArgs")
+    return ToolCall(
+        "copilot-cli", "postToolUse", session, None, tool, arguments, result,
+        call_key=signature(tool, arguments), transcript=copilot_events(session),
+        cwd=_text(payload.get("cwd")), failed=result.get("resultType") not in (None, "success"),
+        transcript_first=False,
+    )  # fmt: skip
 
 
 def _text(value: Any) -> str | None:
@@ -121,6 +164,7 @@ class SessionState:
     replans: int = 0
     shown: list[str] = field(default_factory=list)  # ids the hooks put before the model
     waiting: str | None = None  # a plan whose recall found no service in time: tried again
+    read_to: int | None = None  # the transcript's size when done (clients naming no task)
     updated: float = 0.0
 
 
@@ -182,6 +226,8 @@ def tool_use(raw: str, settings: Settings) -> str:
             logger.info("tool-use: another hook of the session held it past the budget")
             return ""
         notes = _decide(call, state, settings, started)
+        if state.done and call.task is None and call.transcript:
+            state.read_to = _size(call.transcript)  # `hooks.fast` reads on from here
     return _output(call, notes) if notes else ""
 
 
@@ -197,14 +243,16 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         return ""
     if state.done:
         return ""  # the common case: nothing to do until the next task
-    if call.tool.rsplit("__", 1)[-1] == RECALL_TOOL:
+    if call.tool.endswith(RECALL_TOOL):  # mcp__mtl-mcp__, mcp_mtl-mcp_, mtl-mcp-, mtl-mcp_
         state.done = True  # the model asked for itself
         return ""
     if _loads_recall_tool(call):
         return ""  # it is about to ask for itself
     planned = plan_from_tool(call.tool, call.arguments, call.response)
+    if planned is None and call.said is not None:
+        planned = call.said  # opencode's plugin saw the text itself
     task = _caught_up(call, settings, started) if planned is None else None
-    if task is not None and call.tool_use_id and not task.seen:
+    if task is not None and call.transcript_first and call.call_key and not task.seen:
         logger.info("tool-use: the transcript does not show this tool call yet")
         return ""  # its tail is an older turn's: wait for a later call of this task
     if task is not None and call.task is None and task.prompt_key != state.task:
@@ -232,14 +280,22 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
     return notes
 
 
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
 def _caught_up(call: ToolCall, settings: Settings, started: float) -> TaskText:
     """The task as the transcript shows it, read again for a moment while it does not show
-    this tool call yet (interactive Claude Code sometimes writes it after the hook
-    starts)."""
+    this tool call yet (interactive Claude Code, and Copilot CLI, sometimes write it after
+    the hook starts)."""
     deadline = started + min(CATCH_UP_SECONDS, settings.hook_budget_seconds / 2)
     while True:
-        task = task_text(call.transcript, call.tool_use_id)
-        if task.seen or not call.tool_use_id or not call.transcript or time.monotonic() > deadline:
+        task = task_text(call.transcript, call.call_key)
+        done = task.seen or not call.catch_up or not call.call_key
+        if done or not call.transcript or time.monotonic() > deadline:
             return task
         time.sleep(0.02)
 
@@ -305,6 +361,8 @@ def _output(call: ToolCall, notes: str) -> str:
     """The hook's answer in the calling client's shape."""
     if call.client == "cursor":
         return json.dumps({"additional_context": notes})
+    if call.client in ("copilot-cli", "opencode"):
+        return json.dumps({"additionalContext": notes})
     context = {"hookEventName": call.event, "additionalContext": notes}
     return json.dumps({"hookSpecificOutput": context})
 

@@ -65,6 +65,23 @@ def cursor_sessions() -> Path:
     return Path.home() / ".cursor" / "projects"
 
 
+def gemini_sessions() -> Path:
+    """Gemini CLI's chats (`<project>/chats/session-*.jsonl`)."""
+    return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "tmp"
+
+
+def copilot_sessions() -> Path:
+    """Copilot CLI's session records (`<session>/events.jsonl`)."""
+    return Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot") / "session-state"
+
+
+def opencode_sessions() -> Path:
+    """The transcripts mtl-mcp's opencode plugin writes (opencode keeps its own in a
+    database): `<session>.jsonl`."""
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "opencode" / "mtl-mcp-transcripts"
+
+
 def known_transcript(path: str) -> Path:
     """`path`, resolved, if it is a transcript in one of the assistants' session folders.
 
@@ -73,7 +90,14 @@ def known_transcript(path: str) -> Path:
     client). Symbolic links are followed before the check.
     """
     resolved = Path(path).expanduser().resolve()
-    folders = [claude_code_sessions(), codex_sessions(), cursor_sessions()]
+    folders = [
+        claude_code_sessions(),
+        codex_sessions(),
+        cursor_sessions(),
+        gemini_sessions(),
+        copilot_sessions(),
+        opencode_sessions(),
+    ]
     if resolved.suffix == ".jsonl" and any(
         resolved.is_relative_to(folder.expanduser().resolve()) for folder in folders
     ):
@@ -86,11 +110,15 @@ def known_transcript(path: str) -> Path:
 
 
 def session_files(since: timedelta) -> Iterator[tuple[Path, Format]]:
-    """(transcript, format) for Claude Code and Codex sessions modified within `since`."""
+    """(transcript, format) for the sessions modified within `since` of Claude Code, Codex,
+    Gemini CLI, Copilot CLI and opencode (as its mtl-mcp plugin wrote them)."""
     cutoff = datetime.now(UTC).timestamp() - since.total_seconds()
     claude, codex = claude_code_sessions(), codex_sessions()
     candidates: list[tuple[Path, Format]] = [(p, "claude-code") for p in claude.glob("*/*.jsonl")]
     candidates += [(p, "codex") for p in codex.glob("**/rollout-*.jsonl")]
+    candidates += [(p, "gemini-cli") for p in gemini_sessions().glob("*/chats/session-*.jsonl")]
+    candidates += [(p, "copilot-cli") for p in copilot_sessions().glob("*/events.jsonl")]
+    candidates += [(p, "trajectory") for p in opencode_sessions().glob("*.jsonl")]
     for path, fmt in sorted(candidates):
         try:
             if path.stat().st_mtime >= cutoff:

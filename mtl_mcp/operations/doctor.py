@@ -379,6 +379,30 @@ def _codex_hooks(user_home: Path, project_dir: Path) -> Check | None:
     )
 
 
+def _gemini_trust(user_home: Path, project_dir: Path) -> Check | None:
+    """Whether Gemini CLI starts mtl-mcp in this folder (None when it is not installed for
+    Gemini): with folder trust on, it starts no MCP server, user-level ones included, and
+    runs no hook in a folder the user did not trust. Only the user may trust it."""
+    from mtl_mcp.operations.install.plans import gemini_installed, gemini_trust
+
+    if not gemini_installed(user_home, project_dir):
+        return None
+    status = gemini_trust(user_home, project_dir)
+    name = "gemini-cli folder trust"
+    if status == "trusted":
+        return Check(name=name, ok=True, required=False, detail=f"Gemini CLI trusts {project_dir}")
+    said = "does not trust" if status == "untrusted" else "has no trust decision for"
+    return Check(
+        name=name,
+        ok=False,
+        required=False,
+        detail=f"Gemini CLI {said} {project_dir}: with folder trust on (as in recent "
+        "versions), it starts no MCP server and runs no hook here, and `gemini -p` stops",
+        fix="start `gemini` in this folder and choose 'Trust folder' (or use /permissions); "
+        "mtl-mcp never trusts a folder for you",
+    )
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order a person would fix them."""
     private_umask()  # the checks create the data dir and the store if they are missing
@@ -401,4 +425,6 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(notes)
     if codex := _codex_hooks(Path.home(), Path.cwd()):
         checks.append(codex)
+    if gemini := _gemini_trust(Path.home(), Path.cwd()):
+        checks.append(gemini)
     return checks

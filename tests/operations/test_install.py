@@ -511,7 +511,7 @@ def test_a_plan_writes_nothing_and_its_diff_names_the_path_and_our_entry(
     assert snapshot(tmp_path) == before
     diffs = {c.path.name: c.diff() for c in plan.changes}
     assert f"--- {dirs['user_home'] / '.claude.json'}" in diffs[".claude.json"]
-    assert '+    "mtl-mcp": {' in diffs[".claude.json"]
+    assert '+        "mtl-mcp": {' in diffs[".claude.json"]  # in the file's own indentation
     assert "hook session-end" in diffs["settings.json"]
 
 

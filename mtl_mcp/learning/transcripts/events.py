@@ -25,7 +25,7 @@ def valid_unicode(text: str) -> str:
     return text
 
 
-Format = Literal["auto", "claude-code", "codex", "trajectory", "text"]
+Format = Literal["auto", "claude-code", "codex", "gemini-cli", "copilot-cli", "trajectory", "text"]
 Role = Literal["user", "assistant", "tool", "system"]
 Kind = Literal["text", "tool_call", "tool_result", "summary"]
 

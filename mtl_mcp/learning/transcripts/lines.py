@@ -201,6 +201,10 @@ _TRAJECTORY_HINT = re.compile(r'"(?:role|action|observation)"\s*:')
 def _sniff_record(record: dict[str, Any], single_line: bool) -> Format | None:
     kind = record.get("type")
     kind = kind if isinstance(kind, str) else None  # JSON can put a list here: unhashable
+    if "projectHash" in record and "sessionId" in record:
+        return "gemini-cli"  # the first line of a Gemini CLI chat file
+    if kind == "session.start" and isinstance(record.get("data"), dict):
+        return "copilot-cli"  # the first line of a Copilot CLI events.jsonl
     if kind in CODEX_TYPES or ("payload" in record and "timestamp" in record):
         return "codex"
     if kind in CLAUDE_TYPES or any(key in record for key in _CLAUDE_KEYS):

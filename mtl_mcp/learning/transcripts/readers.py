@@ -1,5 +1,5 @@
-"""Readers for the line-oriented formats (Claude Code, Codex CLI, plain text) and the
-`read_transcript` entry point that picks one.
+"""Readers for the line-oriented formats (Claude Code, Codex CLI, Gemini CLI, Copilot CLI,
+plain text) and the `read_transcript` entry point that picks one.
 
 Each reader streams records into a Collector and ignores entry types it does not know:
 both CLIs change their formats between versions, and a newer entry must not break us.
@@ -189,6 +189,85 @@ def _codex_item(item: dict[str, Any], sink: Collector, tools: _Recent) -> None:
     # reasoning is private; anything else is a type newer than this reader
 
 
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
+
+
+def read_gemini(path: Path, sink: Collector) -> None:
+    """Gemini CLI chat JSONL (`~/.gemini/tmp/<project>/chats/session-*.jsonl`): a header, then
+    messages, each model message written again once its tool calls ran (with their results),
+    and `$set` lines that only update metadata."""
+    said = _Recent()
+    for record in json_records(path, sink):
+        if "projectHash" in record:
+            sink.meta(session_id=record.get("sessionId"))
+            continue
+        kind, ident = record.get("type"), str(record.get("id"))
+        if kind == "user":
+            parts = [p for p in record.get("content") or [] if isinstance(p, dict)]
+            text = _HOOK_CONTEXT.sub("", flatten(parts))  # what hooks added, mtl-mcp's own
+            if text.strip():
+                injected = text.lstrip().startswith("<session_context>")
+                sink.emit("system" if injected else "user", "text", text)
+        elif kind == "gemini":
+            sink.meta(model=record.get("model"))
+            text = flatten(record.get("content"))
+            if text.strip() and ident not in said:
+                sink.emit("assistant", "text", text)
+            said.put(ident, "")
+            for call in record.get("toolCalls") or []:
+                if isinstance(call, dict):
+                    _gemini_call(call, sink)
+        # "$set", info, error and newer types carry no conversation
+
+
+def _gemini_call(call: dict[str, Any], sink: Collector) -> None:
+    name = str(call.get("name") or "tool")
+    sink.emit("assistant", "tool_call", describe_call(call.get("args")), tool=name)
+    for part in call.get("result") or []:
+        response = (
+            part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
+        )
+        if isinstance(response, dict):
+            failed = "error" in response
+            text = flatten(response.get("error") if failed else response.get("output"))
+            sink.emit("tool", "tool_result", text, tool=name, is_error=failed)
+
+
+def read_copilot(path: Path, sink: Collector) -> None:
+    """Copilot CLI events JSONL (`~/.copilot/session-state/<id>/events.jsonl`)."""
+    tools = _Recent()
+    for record in json_records(path, sink):
+        kind, data = record.get("type"), record.get("data")
+        if not isinstance(data, dict):
+            continue
+        if kind == "session.start":
+            context = data.get("context")
+            cwd = context.get("cwd") if isinstance(context, dict) else None
+            sink.meta(session_id=data.get("sessionId"), cwd=cwd, model=data.get("selectedModel"))
+        elif kind == "user.message":
+            sink.emit("user", "text", flatten(data.get("content")))
+        elif kind == "assistant.message":
+            sink.emit("assistant", "text", flatten(data.get("content")))
+            for request in data.get("toolRequests") or []:
+                if not isinstance(request, dict):
+                    continue
+                name = str(request.get("name") or "tool")
+                tools.put(str(request.get("toolCallId")), name)
+                sink.emit("assistant", "tool_call", describe_call(request.get("arguments")),
+                          tool=name)  # fmt: skip
+        elif kind == "tool.execution_complete":
+            result, error = data.get("result"), data.get("error")
+            failed = data.get("success") is False
+            text = (
+                flatten(error.get("message") if isinstance(error, dict) else None) if failed else ""
+            )
+            if isinstance(result, dict) and not text:
+                text = flatten(result.get("content"))
+            tool = tools.get(str(data.get("toolCallId")))
+            sink.emit("tool", "tool_result", text, tool=tool, is_error=failed)
+        # hooks, usage, turn markers and newer types carry no conversation
+
+
 _SPEAKERS = r"(user|human|you|assistant|claude|ai|model|agent|codex)"
 _LABEL = re.compile(r"(?i)^\s*>?\s*\**" + _SPEAKERS + r"\**\s*:\**\s*")
 _HEADING = re.compile(r"(?i)^\s*#{1,6}\s*" + _SPEAKERS + r"\s*:?\s*$")
@@ -251,6 +330,8 @@ def _failed(output: str) -> bool:
 _READERS = {
     "claude-code": read_claude_code,
     "codex": read_codex,
+    "gemini-cli": read_gemini,
+    "copilot-cli": read_copilot,
     "trajectory": read_trajectory,
     "text": read_text,
 }

@@ -1,6 +1,7 @@
-"""Edits to the JSON config files of Claude Code, Cursor, Claude Desktop and Codex's hooks.json.
+"""Edits to the JSON config files of every client (Codex's config.toml aside).
 
-Only our own entries are touched: the `mtl-mcp` key under `mcpServers`, hook handlers
+Only our own entries are touched: the `mtl-mcp` key under the client's servers object
+(`mcpServers`; VS Code's `servers`, opencode's `mcp`, Zed's `context_servers`), hook handlers
 whose command runs an `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end`,
 `hook session-start` or `hook tool-use`, and the permission rules a record says install
 added. Every other key
@@ -17,6 +18,7 @@ from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from mtl_mcp.errors import ConfigError
+from mtl_mcp.operations.install import json_text
 from mtl_mcp.operations.install.files import read_text
 from mtl_mcp.operations.install.targets import SERVER_NAME, Client, FileChange, JsonDoc, Launch
 
@@ -31,16 +33,27 @@ _RECORD_NOTE = (
 )
 
 
-def load_json(path: Path, text: str | None) -> JsonDoc:
+# Clients whose JSON config files may hold comments and trailing commas (JSONC).
+COMMENTS_ALLOWED: frozenset[Client] = frozenset({"gemini-cli", "opencode", "vscode", "zed"})
+
+
+def load_json(path: Path, text: str | None, *, comments: bool = False) -> JsonDoc:
+    """The object in a JSON file (JSONC where `comments` says the client reads that)."""
     if text is None or not text.strip():
         return {}
     try:
         doc = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            "fix it (or move it away) and run the command again. It was not changed."
-        ) from exc
+        try:
+            doc = json_text.parse(text.removeprefix("\ufeff")) if comments else None
+        except (json_text.JsoncError, ValueError):
+            doc = None
+        if doc is None:
+            raise ConfigError(
+                f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                f"{exc.colno}); fix it (or move it away) and run the command again. "
+                "It was not changed."
+            ) from exc
     if not isinstance(doc, dict):
         raise ConfigError(f"{path} must hold a JSON object at the top level; fix it and retry")
     return doc
@@ -59,36 +72,86 @@ def _is_empty(doc: JsonDoc) -> bool:
     return set(doc) <= {"version"}  # {"version": 1} alone is an empty Cursor hooks.json
 
 
-def json_change(path: Path, edit: Callable[[JsonDoc, Path], None]) -> FileChange | None:
+def json_change(
+    path: Path, edit: Callable[[JsonDoc, Path], None], *, comments: bool = False
+) -> FileChange | None:
+    """The change `edit` makes to the JSON file at `path`: the file's own text with only
+    what differs edited (its layout and comments kept), a new file in indent=2, or None."""
     before = read_text(path)
-    doc = load_json(path, before)
+    doc = load_json(path, before, comments=comments)
     new = copy.deepcopy(doc)
     edit(new, path)
     if new == doc:
         return None
-    after = None if _is_empty(new) else json.dumps(new, indent=2, ensure_ascii=False) + "\n"
-    return FileChange(path, before, after)
+    if _is_empty(new):
+        return FileChange(path, before, None)
+    fresh = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
+    if before is None or not before.strip():
+        return FileChange(path, before, fresh)
+    return FileChange(path, before, _edited(path, before, doc, new, fresh))
+
+
+def _edited(path: Path, before: str, doc: JsonDoc, new: JsonDoc, fresh: str) -> str:
+    """`before` edited to hold `new`; checked to parse to exactly that. Should the edit go
+    wrong, a file without comments is rewritten whole, and one with them left alone."""
+    bom = "\ufeff" if before.startswith("\ufeff") else ""
+    try:
+        after = bom + json_text.edited_text(before.removeprefix(bom), doc, new)
+        if json_text.parse(after.removeprefix(bom)) == new:
+            return after
+    except (json_text.JsoncError, ValueError):
+        pass
+    try:
+        json.loads(before.removeprefix(bom))
+    except ValueError:
+        raise ConfigError(
+            f"{path} has comments this edit could not keep; add the mtl-mcp entry by hand "
+            "(see `mtl-mcp install --dry-run` on a copy without comments)"
+        ) from None
+    return fresh
+
+
+# The key of the servers object, where a client does not use `mcpServers`.
+_SERVERS_KEY: dict[str, str] = {"vscode": "servers", "opencode": "mcp", "zed": "context_servers"}
+
+
+def servers_key(client: Client) -> str:
+    return _SERVERS_KEY.get(client, "mcpServers")
 
 
 def server_entry(client: Client, launch: Launch) -> JsonDoc:
-    entry: JsonDoc = {"type": "stdio"} if client == "claude-code" else {}
-    entry |= {"command": launch.command, "args": launch.server_args(), "env": dict(launch.env)}
+    """Our server's entry, in the shape `client` reads."""
+    env = dict(launch.env)
+    if client == "opencode":  # one argv, and its own names for the rest
+        command = [launch.command, *launch.server_args()]
+        return {"type": "local", "command": command, "environment": env, "enabled": True}
+    entry: JsonDoc = {"type": "stdio"} if client in ("claude-code", "vscode") else {}
+    if client == "copilot-cli":
+        entry = {"type": "local"}
+    entry |= {"command": launch.command, "args": launch.server_args(), "env": env}
+    if client == "copilot-cli":
+        entry["tools"] = ["*"]  # Copilot CLI offers the model only the tools listed here
     return entry
 
 
-def set_server(entry: JsonDoc) -> Callable[[JsonDoc, Path], None]:
+def set_server(client: Client, entry: JsonDoc) -> Callable[[JsonDoc, Path], None]:
     def edit(doc: JsonDoc, path: Path) -> None:
-        _child(doc, "mcpServers", dict, path)[SERVER_NAME] = entry
+        _child(doc, servers_key(client), dict, path)[SERVER_NAME] = entry
 
     return edit
 
 
-def del_server(doc: JsonDoc, path: Path) -> None:
-    servers = doc.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        del servers[SERVER_NAME]
-        if not servers:
-            del doc["mcpServers"]
+def del_server(client: Client) -> Callable[[JsonDoc, Path], None]:
+    key = servers_key(client)
+
+    def edit(doc: JsonDoc, path: Path) -> None:
+        servers = doc.get(key)
+        if isinstance(servers, dict) and SERVER_NAME in servers:
+            del servers[SERVER_NAME]
+            if not servers:
+                del doc[key]
+
+    return edit
 
 
 def is_our_hook(command: object, event: str) -> bool:
@@ -107,9 +170,9 @@ def is_our_hook(command: object, event: str) -> bool:
     return False
 
 
-# Claude Code and Codex: event -> (hook argument, matcher, timeout); Cursor: event -> hook
-# argument. The tool-use hook (plan-triggered recall) keeps to its own budget (0.8 s by
-# default); the client's timeout is only a backstop.
+# Claude Code, Codex and Gemini CLI: event -> (hook argument, matcher, timeout); Cursor and
+# Copilot CLI: event -> (hook argument, timeout). The tool-use hook (plan-triggered recall)
+# keeps to its own budget (0.8 s by default); the client's timeout is only a backstop.
 _CLAUDE_EVENTS: dict[str, tuple[str, str | None, int]] = {
     "SessionEnd": ("session-end", None, 5),
     "SessionStart": ("session-start", CLAUDE_START_MATCHER, 10),
@@ -124,11 +187,26 @@ CODEX_EVENTS: dict[str, tuple[str, str | None, int]] = {
     "SessionStart": ("session-start", None, 10),
     "PostToolUse": ("tool-use", None, 5),
 }
-_CURSOR_EVENTS = {
-    "sessionEnd": "session-end",
-    "sessionStart": "session-start",
-    "postToolUse": "tool-use",
+# Gemini CLI (0.61) reads the same shape from settings.json; its timeouts are milliseconds.
+# AfterTool also fires for a failed tool call.
+_GEMINI_EVENTS: dict[str, tuple[str, str | None, int]] = {
+    "SessionEnd": ("session-end", None, 5000),
+    "SessionStart": ("session-start", None, 10000),
+    "AfterTool": ("tool-use", None, 5000),
 }
+_CURSOR_EVENTS = {
+    "sessionEnd": ("session-end", 0),
+    "sessionStart": ("session-start", 0),
+    "postToolUse": ("tool-use", 0),
+}
+# Copilot CLI's own hook file (version 1, camelCase events: the payloads it documents).
+_COPILOT_EVENTS = {
+    "sessionEnd": ("session-end", 5),
+    "sessionStart": ("session-start", 10),
+    "postToolUse": ("tool-use", 5),
+}
+# The key of a flat hook entry that holds its command line.
+_FLAT_COMMAND = {"cursor": "command", "copilot-cli": "bash"}
 
 
 def _strip_claude(groups: list[Any], arg: str) -> list[Any]:
@@ -149,34 +227,38 @@ def _strip_claude(groups: list[Any], arg: str) -> list[Any]:
     return kept_groups
 
 
-def _strip_cursor(entries: list[Any], arg: str) -> list[Any]:
-    return [e for e in entries if not (isinstance(e, dict) and is_our_hook(e.get("command"), arg))]
+def _strip_flat(entries: list[Any], arg: str, key: str) -> list[Any]:
+    return [e for e in entries if not (isinstance(e, dict) and is_our_hook(e.get(key), arg))]
 
 
 def add_hooks(client: Client, launch: Launch) -> Callable[[JsonDoc, Path], None]:
     def edit(doc: JsonDoc, path: Path) -> None:
-        if client == "cursor":
+        if client in _FLAT_COMMAND:
             doc.setdefault("version", 1)
         hooks = _child(doc, "hooks", dict, path)
-        if client in ("claude-code", "codex"):
-            for event, (arg, matcher, timeout) in _claude_style_events(client).items():
-                handler = {
-                    "type": "command",
-                    "command": launch.hook_command(arg),
-                    "timeout": timeout,
-                }
-                want = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
-                _put(_child(hooks, event, list, path), want, _strip_claude(hooks[event], arg))
-        else:
-            for event, arg in _CURSOR_EVENTS.items():
-                want = {"command": launch.hook_command(arg)}
-                _put(_child(hooks, event, list, path), want, _strip_cursor(hooks[event], arg))
+        if client in _FLAT_COMMAND:
+            key = _FLAT_COMMAND[client]
+            for event, (arg, timeout) in _flat_events(client).items():
+                want: JsonDoc = {key: launch.hook_command(arg)}
+                if client == "copilot-cli":
+                    want = {"type": "command", **want, "timeoutSec": timeout}
+                _put(_child(hooks, event, list, path), want, _strip_flat(hooks[event], arg, key))
+            return
+        for event, (arg, matcher, timeout) in _claude_style_events(client).items():
+            handler: JsonDoc = {"name": f"mtl-mcp {arg}"} if client == "gemini-cli" else {}
+            handler |= {"type": "command", "command": launch.hook_command(arg), "timeout": timeout}
+            want = ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
+            _put(_child(hooks, event, list, path), want, _strip_claude(hooks[event], arg))
 
     return edit
 
 
 def _claude_style_events(client: Client) -> dict[str, tuple[str, str | None, int]]:
-    return CODEX_EVENTS if client == "codex" else _CLAUDE_EVENTS
+    return {"codex": CODEX_EVENTS, "gemini-cli": _GEMINI_EVENTS}.get(client, _CLAUDE_EVENTS)
+
+
+def _flat_events(client: Client) -> dict[str, tuple[str, int]]:
+    return _COPILOT_EVENTS if client == "copilot-cli" else _CURSOR_EVENTS
 
 
 def _put(items: list[Any], want: JsonDoc, without_ours: list[Any]) -> None:
@@ -194,16 +276,21 @@ def del_hooks(client: Client) -> Callable[[JsonDoc, Path], None]:
         hooks = doc.get("hooks")
         if not isinstance(hooks, dict):
             return
+        flat = client in _FLAT_COMMAND
         events = (
-            _CURSOR_EVENTS
-            if client == "cursor"
+            {e: a for e, (a, _) in _flat_events(client).items()}
+            if flat
             else {e: a for e, (a, _, _) in _claude_style_events(client).items()}
         )
         for event, arg in events.items():
             items = hooks.get(event)
             if not isinstance(items, list):
                 continue
-            kept = _strip_cursor(items, arg) if client == "cursor" else _strip_claude(items, arg)
+            kept = (
+                _strip_flat(items, arg, _FLAT_COMMAND[client])
+                if flat
+                else _strip_claude(items, arg)
+            )
             if kept != items:
                 if kept:
                     hooks[event] = kept

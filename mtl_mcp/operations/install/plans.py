@@ -7,9 +7,13 @@
   the `[mcp_servers.mtl-mcp]` tables (Codex), hook handlers whose command runs an
   `mtl-mcp` executable (or `-m mtl_mcp`) with `hook session-end` / `session-start` /
   `tool-use`, Codex's trust in those (`[hooks.state."<key>"]`), and Claude Code permission
-  rules for the read-only tools. Every other key keeps its value and order. JSON is
-  rewritten with indent=2 and a trailing newline, and only when something changed
-  semantically (a no-op keeps the file's bytes).
+  rules for the read-only tools. Every other key keeps its value and order. A JSON file is
+  edited as text (`json_text`): only the spans that change, in the file's own indentation,
+  so its comments (where the client allows JSONC) and layout stay, and uninstall after
+  install gives back the same bytes. A new file is written with indent=2; a no-op keeps
+  the file's bytes.
+* Files install writes whole (Gemini CLI's policy, opencode's plugin) carry a marker line
+  (`owned_files`): install replaces only such a file, uninstall removes only such a file.
 * Codex's TOML is edited as text: our tables are cut out, our block is appended, the rest
   stays byte for byte. The result must parse to exactly the old settings plus our server,
   otherwise nothing is written.
@@ -48,6 +52,7 @@ from mtl_mcp.operations.install.codex_trust import hook_states, our_hooks, trust
 from mtl_mcp.operations.install.files import backup_copy, read_text, write_atomic
 from mtl_mcp.operations.install.json_configs import (
     ALLOW_RULES,
+    COMMENTS_ALLOWED,
     add_allow_rules,
     add_hooks,
     allowed_rules,
@@ -63,6 +68,12 @@ from mtl_mcp.operations.install.json_configs import (
     set_record,
     set_server,
 )
+from mtl_mcp.operations.install.owned_files import (
+    gemini_policy,
+    opencode_plugin,
+    owned_change,
+    owned_removal,
+)
 from mtl_mcp.operations.install.targets import (
     DISTILL_HINT,
     SERVER_NAME,
@@ -73,6 +84,7 @@ from mtl_mcp.operations.install.targets import (
     Launch,
     Plan,
     config_paths,
+    gemini_user_home,
 )
 
 _RESTART = {
@@ -80,7 +92,25 @@ _RESTART = {
     "cursor": "Restart Cursor (or reload the server under Settings → MCP) to load the change.",
     "codex": "Start a new Codex session to load the change.",
     "claude-desktop": "Quit and restart Claude Desktop to load the change.",
+    "gemini-cli": "Start a new Gemini CLI session to load the change (check: gemini mcp list).",
+    "opencode": "Start a new opencode session to load the change (check: opencode mcp list).",
+    "copilot-cli": "Start a new Copilot CLI session to load the change (check: copilot mcp list).",
+    "vscode": "In VS Code, run 'MCP: List Servers' and start mtl-mcp (or reload the window).",
+    "windsurf": "In Windsurf, refresh the MCP servers (Cascade → MCP servers) to load the change.",
+    "zed": "Zed reloads its settings by itself: mtl-mcp shows in the Agent Panel's settings.",
 }
+# What a client without usable session hooks gets instead; how to capture its sessions.
+_NO_HOOKS = {
+    "claude-desktop": "Claude Desktop has no session hooks",
+    "vscode": "VS Code's agent hooks are a preview this install does not write",
+    "windsurf": "Windsurf's Cascade hooks cannot add context, and its transcripts are not read",
+    "zed": "Zed's agent has no hooks",
+}
+_FALLBACK = (
+    "{what}: no session-start context, no recall on the plan and no capture at session end. "
+    "The tools work: ask the assistant to call recall_insights with its plan, and "
+    "record_session at the end of a session worth keeping."
+)
 
 
 def plan_install(
@@ -109,27 +139,141 @@ def plan_install(
                 "Codex reads <project>/.codex/config.toml and hooks.json only for trusted projects."
             )
     elif client == "claude-code":
-        changes = [json_change(paths.mcp, set_server(server_entry(client, launch)))]
+        changes = [json_change(paths.mcp, set_server(client, server_entry(client, launch)))]
         changes += _claude_settings(paths, launch if hooks else None)
         notes.append(_PERMISSIONS_NOTE)
     else:
-        changes = [json_change(paths.mcp, set_server(server_entry(client, launch)))]
-        if paths.hooks is not None and hooks:
-            changes.append(json_change(paths.hooks, add_hooks(client, launch)))
-    if paths.hooks is not None and not hooks:
+        server = set_server(client, server_entry(client, launch))
+        jsonc = client in COMMENTS_ALLOWED
+        if paths.hooks == paths.mcp and hooks:  # Gemini CLI: one settings.json
+            edit = chain(server, add_hooks(client, launch))
+            changes = [json_change(paths.mcp, edit, comments=jsonc)]
+        else:
+            changes = [json_change(paths.mcp, server, comments=jsonc)]
+            if paths.hooks is not None and hooks:
+                changes.append(json_change(paths.hooks, add_hooks(client, launch)))
+        if paths.plugin is not None and hooks:
+            changes.append(owned_change(paths.plugin, opencode_plugin(launch)))
+        if paths.policy is not None:
+            changes.append(owned_change(paths.policy, gemini_policy()))
+        notes += _client_notes(client, scope, paths, hooks, project_dir, user_home)
+    if (paths.hooks is not None or paths.plugin is not None) and not hooks:
         notes.append(f"Session hooks were not installed; run {DISTILL_HINT} to backfill.")
-    if client == "claude-desktop":
-        notes.append(
-            "Claude Desktop has no session hooks: ask the assistant to call record_session, "
-            "or run `mtl-mcp distill`."
-        )
+    if client in _NO_HOOKS:
+        notes.append(_FALLBACK.format(what=_NO_HOOKS[client]))
     if client == "claude-code":
         notes += _local_scope_note(user_home / ".claude.json", project_dir)
-    if scope == "project" and client in ("claude-code", "cursor"):
+    if scope == "project" and client in ("claude-code", "cursor", "vscode", "zed", "opencode"):
         notes.append(
             "Project config files are often committed: they now hold this machine's paths."
         )
     return Plan(client, scope, [c for c in changes if c is not None], notes)
+
+
+def _client_notes(
+    client: Client,
+    scope: InstallScope,
+    paths: ConfigPaths,
+    hooks: bool,
+    project_dir: Path,
+    user_home: Path,
+) -> list[str]:
+    """What the user of a newer client should know: trust, permissions, capture."""
+    if client == "gemini-cli":
+        notes = [gemini_trust_note(user_home, project_dir, scope)]
+        if paths.policy is not None:
+            notes.append(
+                f"Gemini CLI may now call recall_insights and list_memories without asking "
+                f"({paths.policy}); the tools that change your memory still ask."
+            )
+        else:
+            notes.append(
+                "Gemini CLI reads no project policies: rerun with --scope user to let the "
+                "read-only tools run without asking."
+            )
+        return notes
+    if client == "opencode":
+        plugin_root = paths.plugin.parent.parent if paths.plugin else None
+        notes = [
+            "opencode runs MCP tools without asking unless your `permission` settings say "
+            "otherwise: install adds no rule."
+        ]
+        if hooks:
+            notes.append(
+                f"The session hooks are the plugin {paths.plugin}. On its next start opencode "
+                f"installs its plugin SDK (package.json, node_modules) in {plugin_root} from "
+                "npm, once: it needs the network then. A session is captured each time it "
+                "goes idle; the plugin writes the transcript mtl-mcp distils to opencode's "
+                "data folder (mtl-mcp-transcripts/)."
+            )
+        return notes
+    if client == "copilot-cli":
+        notes = [
+            "Copilot CLI runs the read-only tools (recall_insights, list_memories) without "
+            "asking, `copilot -p` included: their annotations say they only read. It asks "
+            "before the others (or `--allow-tool 'mtl-mcp(record_session)'` allows one)."
+        ]
+        if scope == "project":
+            notes.append(
+                "Copilot CLI loads a repository's hooks (.github/hooks/) only in folders you "
+                "trusted; `copilot -p` skips them otherwise."
+            )
+        return notes
+    if client == "vscode" and scope == "user":
+        return ["VS Code Insiders, VSCodium and Cursor read other files: this is VS Code's."]
+    return []
+
+
+def gemini_trust_note(user_home: Path, project_dir: Path, scope: InstallScope) -> str:
+    """What Gemini CLI's folder trust means for mtl-mcp here, and what the user must do. Install
+    never trusts a folder: that is the user's review of what the folder may run."""
+    where = "this folder" if scope == "project" else "a folder"
+    status = gemini_trust(user_home, project_dir)
+    if status == "trusted":
+        return f"Gemini CLI trusts {project_dir}: it starts mtl-mcp and runs its hooks there."
+    state = "does not trust" if status == "untrusted" else "has not been told whether to trust"
+    return (
+        f"Gemini CLI {state} {project_dir}. With folder trust on, it starts MCP servers "
+        "(user-level ones too) and runs hooks only in trusted folders, and `gemini -p` stops "
+        f"in an untrusted one. Install does not trust {where} for you: start `gemini` there and "
+        "choose 'Trust folder' (or 'Trust parent folder'), or use /permissions. "
+        "`mtl-mcp doctor` reports it."
+    )
+
+
+def gemini_installed(user_home: Path, project_dir: Path) -> bool:
+    """Whether Gemini CLI's user or project settings register mtl-mcp."""
+    for scope in ("user", "project"):
+        path = config_paths("gemini-cli", scope, user_home=user_home, project_dir=project_dir).mcp
+        try:
+            servers = load_json(path, read_text(path), comments=True).get("mcpServers")
+        except ConfigError:
+            continue
+        if isinstance(servers, dict) and SERVER_NAME in servers:
+            return True
+    return False
+
+
+def gemini_trust(user_home: Path, folder: Path) -> str:
+    """ "trusted", "untrusted" or "unknown": `folder` in ~/.gemini/trustedFolders.json, as Gemini
+    CLI reads it (a TRUST_PARENT entry trusts the folders below its parent)."""
+    path = gemini_user_home(user_home) / ".gemini" / "trustedFolders.json"
+    try:
+        rules = load_json(path, read_text(path), comments=True)
+    except ConfigError:
+        return "unknown"
+    folder = folder.resolve()
+    best: tuple[int, str] = (-1, "unknown")
+    for name, level in rules.items():
+        root = Path(name).expanduser().resolve()
+        if level == "TRUST_PARENT":
+            root = root.parent
+        if folder == root or folder.is_relative_to(root):
+            depth = len(root.parts)
+            status = "untrusted" if level == "DO_NOT_TRUST" else "trusted"
+            if depth > best[0]:
+                best = (depth, status)
+    return best[1]
 
 
 def _codex_install(
@@ -246,12 +390,23 @@ def plan_uninstall(
     if client == "codex":
         changes = _codex_uninstall(paths, notes)
     elif client == "claude-code":
-        changes = [json_change(paths.mcp, del_server)]
+        changes = [json_change(paths.mcp, del_server(client))]
         changes += _claude_settings_removal(paths, notes)
+    elif paths.hooks == paths.mcp:
+        edit = chain(del_server(client), del_hooks(client))
+        changes = [json_change(paths.mcp, edit, comments=client in COMMENTS_ALLOWED)]
     else:
-        changes = [json_change(paths.mcp, del_server)]
+        changes = [json_change(paths.mcp, del_server(client), comments=client in COMMENTS_ALLOWED)]
         if paths.hooks is not None:
             changes.append(json_change(paths.hooks, del_hooks(client)))
+    for owned in (paths.plugin, paths.policy):
+        if owned is not None:
+            changes.append(owned_removal(owned, notes))
+    if paths.plugin is not None and (paths.plugin.parent.parent / "node_modules").is_dir():
+        notes.append(
+            f"opencode's own package.json and node_modules in {paths.plugin.parent.parent} "
+            "stay: opencode installed them, and its other plugins may need them."
+        )
     return Plan(client, scope, [c for c in changes if c is not None], notes)
 
 

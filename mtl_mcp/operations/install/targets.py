@@ -13,7 +13,18 @@ from typing import Any, Literal, get_args
 
 from mtl_mcp.errors import InputError
 
-Client = Literal["claude-code", "cursor", "codex", "claude-desktop"]
+Client = Literal[
+    "claude-code",
+    "cursor",
+    "codex",
+    "claude-desktop",
+    "gemini-cli",
+    "opencode",
+    "copilot-cli",
+    "vscode",
+    "windsurf",
+    "zed",
+]
 InstallScope = Literal["user", "project"]
 CLIENTS: tuple[Client, ...] = get_args(Client)
 SCOPES: tuple[InstallScope, ...] = get_args(InstallScope)
@@ -95,6 +106,10 @@ class ConfigPaths:
     permissions_record: Path | None = None
     # Codex: the user's config.toml, the only file whose trust in hooks Codex reads
     trust: Path | None = None
+    # Gemini CLI: the user's policy file allowing the read-only tools (a file install owns)
+    policy: Path | None = None
+    # opencode: the plugin file that runs the session hooks (a file install owns)
+    plugin: Path | None = None
 
 
 def config_paths(
@@ -122,15 +137,63 @@ def config_paths(
         base = (user_home if user else project_dir) / ".codex"
         trust = user_home / ".codex" / "config.toml"
         return ConfigPaths(base / "config.toml", base / "hooks.json", trust=trust)
+    if client == "gemini-cli":
+        gemini_home = gemini_user_home(user_home)
+        settings = (gemini_home if user else project_dir) / ".gemini" / "settings.json"
+        policy = gemini_home / ".gemini" / "policies" / "mtl-mcp.toml" if user else None
+        return ConfigPaths(settings, settings, policy=policy)
+    if client == "opencode":
+        if user:
+            base = _xdg_config(user_home) / "opencode"
+            return ConfigPaths(_json_or_jsonc(base / "opencode.json"), None,
+                               plugin=base / "plugin" / "mtl-mcp.js")  # fmt: skip
+        plugin = project_dir / ".opencode" / "plugin" / "mtl-mcp.js"
+        return ConfigPaths(_json_or_jsonc(project_dir / "opencode.json"), None, plugin=plugin)
+    if client == "copilot-cli":
+        if user:
+            base = Path(os.environ.get("COPILOT_HOME") or user_home / ".copilot")
+            return ConfigPaths(base / "mcp-config.json", base / "hooks" / "mtl-mcp.json")
+        github = project_dir / ".github"  # not .mcp.json: that one is Claude Code's too
+        return ConfigPaths(github / "mcp.json", github / "hooks" / "mtl-mcp.json")
+    if client == "vscode":
+        if not user:
+            return ConfigPaths(project_dir / ".vscode" / "mcp.json", None)
+        return ConfigPaths(_app_config(user_home, platform) / "Code" / "User" / "mcp.json", None)
+    if client == "zed":
+        base = _xdg_config(user_home) / "zed" if user else project_dir / ".zed"
+        return ConfigPaths(base / "settings.json", None)
     if not user:
+        names = {"windsurf": "Windsurf", "claude-desktop": "Claude Desktop"}
         raise InputError(
-            "Claude Desktop has no project-level configuration: install it with the 'user' scope"
+            f"{names[client]} has no project-level configuration: install it with the 'user' scope"
         )
+    if client == "windsurf":
+        return ConfigPaths(user_home / ".codeium" / "windsurf" / "mcp_config.json", None)
+    return ConfigPaths(
+        _app_config(user_home, platform) / "Claude" / "claude_desktop_config.json", None
+    )
+
+
+def gemini_user_home(user_home: Path) -> Path:
+    """The folder holding Gemini CLI's user `.gemini` (GEMINI_CLI_HOME moves it)."""
+    return Path(os.environ.get("GEMINI_CLI_HOME") or user_home)
+
+
+def _app_config(user_home: Path, platform: str) -> Path:
+    """Where desktop apps keep their settings: Application Support, AppData, ~/.config."""
     if platform == "darwin":
-        base = user_home / "Library" / "Application Support"
-    elif platform.startswith("win"):
+        return user_home / "Library" / "Application Support"
+    if platform.startswith("win"):
         appdata = os.environ.get("APPDATA")
-        base = Path(appdata) if appdata else user_home / "AppData" / "Roaming"
-    else:
-        base = user_home / ".config"
-    return ConfigPaths(base / "Claude" / "claude_desktop_config.json", None)
+        return Path(appdata) if appdata else user_home / "AppData" / "Roaming"
+    return _xdg_config(user_home)
+
+
+def _xdg_config(user_home: Path) -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or user_home / ".config")
+
+
+def _json_or_jsonc(path: Path) -> Path:
+    """opencode reads opencode.json or opencode.jsonc: the one that exists (.json if none)."""
+    jsonc = path.with_suffix(".jsonc")
+    return jsonc if jsonc.exists() and not path.exists() else path
