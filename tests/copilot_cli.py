@@ -6,7 +6,7 @@
     copilot.run(["-p", "fix it"], cwd=project, fake=fake)
 
 The npm package ships a native binary per platform; it is installed once per machine into
-the test cache (see `tests.claude_code.npm_binary`). `COPILOT_PROVIDER_BASE_URL` and
+the test cache (see `tests.npm_clients`). `COPILOT_PROVIDER_BASE_URL` and
 `COPILOT_PROVIDER_API_KEY` name the fake as the model provider: the one thing that differs
 from a user signed in to GitHub.
 """
@@ -18,17 +18,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.claude_code import npm_binary
 from tests.fake_chat_stream import FakeChatStream
-
-COPILOT_VERSION = "1.0.102"
-PACKAGE = "@github/copilot"
-BINARY = "@github/copilot-linux-x64/copilot"
+from tests.npm_clients import CLIENTS, npm_binary
 
 
 def copilot_binary() -> Path:
     """The `copilot` executable of the pinned version, installed from npm on first use."""
-    return npm_binary(PACKAGE, COPILOT_VERSION, f"copilot-{COPILOT_VERSION}", BINARY)
+    return npm_binary(CLIENTS["copilot"])
 
 
 @dataclass

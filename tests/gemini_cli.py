@@ -6,7 +6,7 @@
     gemini.run(["-p", "fix it"], cwd=project, fake=fake)   # a session against the fake
 
 The npm package is a bundle of JavaScript run by `node`; it is installed once per machine
-into the test cache (see `tests.claude_code.npm_binary`). The user's settings pick the
+into the test cache (see `tests.npm_clients`). The user's settings pick the
 API-key login and turn off telemetry and update checks; `GOOGLE_GEMINI_BASE_URL` points the
 client at the fake, the one thing that differs from a real user's setup.
 """
@@ -20,11 +20,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.claude_code import npm_binary
 from tests.fake_gemini import FakeGemini
+from tests.npm_clients import CLIENTS, npm_binary
 
-GEMINI_VERSION = "0.61.0"
-PACKAGE = "@google/gemini-cli"
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
     "privacy": {"usageStatisticsEnabled": False},
@@ -35,9 +33,7 @@ SETTINGS = {
 
 def gemini_script() -> Path:
     """The `gemini` bundle of the pinned version, installed from npm on first use."""
-    return npm_binary(
-        PACKAGE, GEMINI_VERSION, f"gemini-cli-{GEMINI_VERSION}", f"{PACKAGE}/bundle/gemini.js"
-    )
+    return npm_binary(CLIENTS["gemini-cli"])
 
 
 @dataclass

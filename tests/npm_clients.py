@@ -46,9 +46,13 @@ CLIENTS = {
             "codex", "@openai/codex", "0.171.0",
             "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
         ),
-        NpmClient("gemini-cli", "@google/gemini-cli", "0.61.0", ".bin/gemini"),
-        NpmClient("opencode", "opencode-ai", "1.18.33", ".bin/opencode"),
-        NpmClient("copilot", "@github/copilot", "1.0.102", ".bin/copilot"),
+        # Gemini CLI is a JavaScript bundle run by node; opencode and Copilot CLI, like
+        # Codex, ship a native binary in a platform package.
+        NpmClient(
+            "gemini-cli", "@google/gemini-cli", "0.61.0", "@google/gemini-cli/bundle/gemini.js"
+        ),
+        NpmClient("opencode", "opencode-ai", "1.18.33", "opencode-linux-x64/bin/opencode"),
+        NpmClient("copilot", "@github/copilot", "1.0.102", "@github/copilot-linux-x64/copilot"),
     )
 }  # fmt: skip
 

@@ -5,7 +5,7 @@
     opencode.run(["mcp", "list"], cwd=project)
 
 The npm package ships a native binary per platform; it is installed once per machine into
-the test cache (see `tests.claude_code.npm_binary`). opencode fetches the provider SDK it
+the test cache (see `tests.npm_clients`). opencode fetches the provider SDK it
 is configured with, and the plugin SDK of a config folder with plugins, from the npm
 registry on first use: its cache folder is kept in the test cache, so only the first run
 downloads them.
@@ -19,17 +19,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.claude_code import cache_dir, npm_binary
 from tests.fake_chat_stream import FakeChatStream
-
-OPENCODE_VERSION = "1.18.33"
-PACKAGE = "opencode-ai"
-BINARY = "opencode-linux-x64/bin/opencode"
+from tests.npm_clients import CLIENTS, cache_dir, npm_binary
 
 
 def opencode_binary() -> Path:
     """The `opencode` executable of the pinned version, installed from npm on first use."""
-    return npm_binary(PACKAGE, OPENCODE_VERSION, f"opencode-{OPENCODE_VERSION}", BINARY)
+    return npm_binary(CLIENTS["opencode"])
 
 
 @dataclass
