@@ -102,6 +102,22 @@ def test_a_comment_ending_the_last_line_stays_on_its_line() -> None:
     assert edited_text(added, new, old) == text
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{\n  "theme": "dark", // see {docs}\n  "vim": true\n}\n', {"theme": "dark", "vim": True}),
+        ('{"fonts": [1, // e.g. [2]\n 3]}', {"fonts": [1, 3]}),
+        ('{"a": 1, /* one */ "b": 2 /* two */}', {"a": 1, "b": 2}),
+    ],
+)
+def test_a_comma_before_a_comment_holding_a_bracket_is_not_a_trailing_one(
+    text: str, value: dict[str, Any]
+) -> None:
+    """A comment after a comma may hold a } or ] (Zed's settings have plenty), or be followed
+    by another comment before the end: the comma stays, and so does the member after it."""
+    assert parse(text) == value
+
+
 @pytest.mark.parametrize("text", ["{", '{"a" 1}', "{} x", '{"a": tru}', "[1,,]"])
 def test_what_is_not_json_even_with_comments_is_refused(text: str) -> None:
     with pytest.raises((JsoncError, ValueError)):

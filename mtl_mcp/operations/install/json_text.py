@@ -110,11 +110,13 @@ def parse(text: str) -> Any:
 
 
 def _strip(text: str) -> str:
-    """`text` without comments and trailing commas (strings left alone)."""
+    """`text` without comments and trailing commas (strings left alone). The comma's
+    lookahead takes each comment whole (an atomic group): backtracking into one would find a
+    } or ] inside it, or run a /* on to a later comment's */, and drop a comma that is needed."""
     out: list[str] = []
     pos = 0
     for match in re.finditer(
-        r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?:\s|//[^\n]*|/\*.*?\*/)*[}\]])', text, re.S
+        r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?>\s+|//[^\n]*|/\*.*?\*/)*[}\]])', text, re.S
     ):
         out.append(text[pos : match.start()])
         out.append(match.group() if match.group().startswith('"') else "")
