@@ -103,6 +103,25 @@ def test_a_comment_ending_the_last_line_stays_on_its_line() -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        '{\r\n  // mine\r\n  "theme": "dark",\r\n  "list": [1, 2,],\r\n}\r\n',
+        '{\r\n  "theme": "dark" // mine\r\n}\r\n',
+        "{}\r\n",
+    ],
+)
+def test_a_crlf_file_gets_crlf_lines_and_its_bytes_back(text: str) -> None:
+    """A file written on Windows: the lines an edit adds end in CRLF too (not a file of
+    mixed line endings), and removing them gives back the same bytes."""
+    old = parse(text)
+    new = old | {"mcpServers": {"mtl-mcp": {"command": "x", "args": ["serve"]}}}
+    added = edited_text(text, old, new)
+    assert parse(added) == new
+    assert "\n" not in added.replace("\r\n", "") and "\r\r" not in added
+    assert edited_text(added, new, old) == text
+
+
+@pytest.mark.parametrize(
     ("text", "value"),
     [
         ('{\n  "theme": "dark", // see {docs}\n  "vim": true\n}\n', {"theme": "dark", "vim": True}),

@@ -126,7 +126,15 @@ def _strip(text: str) -> str:
 
 
 def edited_text(text: str, old: Any, new: Any) -> str:
-    """`text` (which holds `old`) changed to hold `new`, touching only what differs."""
+    """`text` (which holds `old`) changed to hold `new`, touching only what differs. A file
+    whose lines all end in CRLF is edited as LF and given back in CRLF, so that the lines
+    added end as its own do."""
+    if "\r\n" in text and "\n" not in text.replace("\r\n", ""):
+        return _edited(text.replace("\r\n", "\n"), old, new).replace("\n", "\r\n")
+    return _edited(text, old, new)
+
+
+def _edited(text: str, old: Any, new: Any) -> str:
     edits: list[tuple[int, int, str]] = []
     _Differ(text, edits, _indent_unit(text)).diff(_tree(text), old, new)
     for start, end, replacement in sorted(edits, reverse=True):
