@@ -49,7 +49,7 @@ def _apply(plan: Plan, dry_run: bool) -> None:
         for backup in apply(plan):
             click.echo(f"backup: {backup}", err=True)
         for change in plan.changes:
-            click.echo(f"wrote {change.path}")
+            click.echo(f"{'removed' if change.after is None else 'wrote'} {change.path}")
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if dry_run and plan.changes:

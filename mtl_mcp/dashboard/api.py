@@ -261,12 +261,11 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
     # -- sessions ----------------------------------------------------------------------------
 
     async def sessions(request: Request) -> Response:
-        limit = _number(request.query_params.get("limit"), 20, 1, 200, "limit")
-
         def work(memory: Memory) -> Any:
             from mtl_mcp.learning.pipeline import ledger
             from mtl_mcp.learning.spool import Spool
 
+            limit = _number(request.query_params.get("limit"), 20, 1, 200, "limit")
             used = ledger(memory.settings).by_backend()
             return {
                 "sessions": views.shown(memory.sessions(limit)),

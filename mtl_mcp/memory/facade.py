@@ -655,7 +655,12 @@ class Memory:
         self._check_model()
         with self._lock:
             item = accepted[0]
-            vector = self.embedder.embed_documents([item.draft.embedding_text()])[0]
+            vectors = self.embedder.embed_documents([item.draft.embedding_text()])
+            # A field cleared by the edit is inferred, as `record` does: never stored null.
+            [item.draft] = fill_labels(
+                [item.draft], vectors, self.embedder, self.settings.models_dir
+            )
+            vector = vectors[0]
             snapshot = self._snapshot()
             similar = snapshot.vectors @ vector
             similar[~snapshot.active] = -np.inf

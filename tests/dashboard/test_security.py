@@ -164,6 +164,22 @@ def test_no_answer_holds_the_token_or_a_path(dashboard: Dashboard) -> None:
         assert str(dashboard.home) not in body
 
 
+def test_a_bad_query_parameter_is_our_error_not_a_server_error(dashboard: Dashboard) -> None:
+    """Every page's query parameters are checked in our words (400), as the CLI's are."""
+    with client(dashboard) as http:
+        answers = {
+            path: http.get(path)
+            for path in (
+                "/api/insights?limit=abc",
+                "/api/sessions?limit=abc",
+                "/api/sessions?limit=0",
+            )
+        }
+    for path, answer in answers.items():
+        assert answer.status_code == 400, (path, answer.text)
+        assert "limit" in answer.json()["error"], path
+
+
 def test_the_redactor_runs_on_everything_shown() -> None:
     """Strings at any depth of what the page is sent pass the redactor."""
     key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import get_args
 
 import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.errors import InputError
-from mtl_mcp.schemas import Provenance, RecallOrigin, VerdictEntry
+from mtl_mcp.schemas import Category, Polarity, Provenance, RecallOrigin, VerdictEntry
 from tests.conftest import LEAKED, distinct_lessons, lesson
 
 PLAN = "Write a failing test for the flaky tests, then fix their cause and rerun the suite."
@@ -56,6 +57,22 @@ def test_an_edit_into_another_insights_lesson_is_rejected(filled: Memory) -> Non
     result = filled.revise(first.id, copy)
     assert result.status == "rejected"
     assert second.id in result.reasons[0]
+
+
+def test_an_edit_that_clears_polarity_or_category_has_them_inferred_as_add_does(
+    filled: Memory,
+) -> None:
+    """`add` infers a polarity or category left out; an edit that clears one (the dashboard
+    sends null) must too, not store a null the schema refuses: that made the insight, and
+    every list holding it, fail to load from then on."""
+    target = filled.list(limit=1)[0][0]
+
+    result = filled.revise(target.id, {"polarity": None, "category": None})
+
+    assert result.status == "stored", result.reasons
+    edited = filled.get(target.id)
+    assert edited.polarity in get_args(Polarity) and edited.category in get_args(Category)
+    assert len(filled.list(limit=100)[0]) == 30
 
 
 def test_an_edit_of_an_unknown_field_is_refused(filled: Memory) -> None:

@@ -938,3 +938,34 @@ def test_doctor_says_whether_codex_runs_our_hooks(dirs: Dirs) -> None:
     install("codex", "project", dirs, trust_hooks=True)
     check = _codex_hooks(dirs["user_home"], dirs["project_dir"])
     assert check is not None and check.ok and "3 mtl-mcp hooks, all trusted" in check.detail
+
+
+def test_the_cli_says_which_files_uninstall_removed_and_which_it_rewrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Uninstall deletes a file left with nothing but our entries (Zed's new settings.json)
+    and edits one that holds more (VS Code's mcp.json with another server): its output must
+    say "removed" for the first, not "wrote" a file that is gone."""
+    from click.testing import CliRunner
+
+    from mtl_mcp.cli import cli
+
+    home = tmp_path / "user"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("MTL_MCP_STARTER", "0")
+    vscode = home / ".config" / "Code" / "User" / "mcp.json"
+    vscode.parent.mkdir(parents=True)
+    vscode.write_text('{"servers": {"other": {"command": "other-server"}}}\n')
+    runner = CliRunner()
+    for client in ("zed", "vscode"):
+        assert runner.invoke(cli, ["install", client]).exit_code == 0
+    zed = home / ".config" / "zed" / "settings.json"
+    assert zed.is_file()
+
+    gone, kept = (runner.invoke(cli, ["uninstall", client]) for client in ("zed", "vscode"))
+
+    assert gone.exit_code == 0 and kept.exit_code == 0, (gone.output, kept.output)
+    assert not zed.exists() and vscode.is_file()
+    assert f"removed {zed}" in gone.stdout and f"wrote {zed}" not in gone.stdout
+    assert f"wrote {vscode}" in kept.stdout and "removed" not in kept.stdout

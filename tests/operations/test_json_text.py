@@ -102,6 +102,41 @@ def test_a_comment_ending_the_last_line_stays_on_its_line() -> None:
     assert edited_text(added, new, old) == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\r\n  // mine\r\n  "theme": "dark",\r\n  "list": [1, 2,],\r\n}\r\n',
+        '{\r\n  "theme": "dark" // mine\r\n}\r\n',
+        "{}\r\n",
+    ],
+)
+def test_a_crlf_file_gets_crlf_lines_and_its_bytes_back(text: str) -> None:
+    """A file written on Windows: the lines an edit adds end in CRLF too (not a file of
+    mixed line endings), and removing them gives back the same bytes."""
+    old = parse(text)
+    new = old | {"mcpServers": {"mtl-mcp": {"command": "x", "args": ["serve"]}}}
+    added = edited_text(text, old, new)
+    assert parse(added) == new
+    assert "\n" not in added.replace("\r\n", "") and "\r\r" not in added
+    assert edited_text(added, new, old) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{\n  "theme": "dark", // see {docs}\n  "vim": true\n}\n', {"theme": "dark", "vim": True}),
+        ('{"fonts": [1, // e.g. [2]\n 3]}', {"fonts": [1, 3]}),
+        ('{"a": 1, /* one */ "b": 2 /* two */}', {"a": 1, "b": 2}),
+    ],
+)
+def test_a_comma_before_a_comment_holding_a_bracket_is_not_a_trailing_one(
+    text: str, value: dict[str, Any]
+) -> None:
+    """A comment after a comma may hold a } or ] (Zed's settings have plenty), or be followed
+    by another comment before the end: the comma stays, and so does the member after it."""
+    assert parse(text) == value
+
+
 @pytest.mark.parametrize("text", ["{", '{"a" 1}', "{} x", '{"a": tru}', "[1,,]"])
 def test_what_is_not_json_even_with_comments_is_refused(text: str) -> None:
     with pytest.raises((JsoncError, ValueError)):

@@ -110,11 +110,13 @@ def parse(text: str) -> Any:
 
 
 def _strip(text: str) -> str:
-    """`text` without comments and trailing commas (strings left alone)."""
+    """`text` without comments and trailing commas (strings left alone). The comma's
+    lookahead takes each comment whole (an atomic group): backtracking into one would find a
+    } or ] inside it, or run a /* on to a later comment's */, and drop a comma that is needed."""
     out: list[str] = []
     pos = 0
     for match in re.finditer(
-        r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?:\s|//[^\n]*|/\*.*?\*/)*[}\]])', text, re.S
+        r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=(?>\s+|//[^\n]*|/\*.*?\*/)*[}\]])', text, re.S
     ):
         out.append(text[pos : match.start()])
         out.append(match.group() if match.group().startswith('"') else "")
@@ -124,7 +126,15 @@ def _strip(text: str) -> str:
 
 
 def edited_text(text: str, old: Any, new: Any) -> str:
-    """`text` (which holds `old`) changed to hold `new`, touching only what differs."""
+    """`text` (which holds `old`) changed to hold `new`, touching only what differs. A file
+    whose lines all end in CRLF is edited as LF and given back in CRLF, so that the lines
+    added end as its own do."""
+    if "\r\n" in text and "\n" not in text.replace("\r\n", ""):
+        return _edited(text.replace("\r\n", "\n"), old, new).replace("\n", "\r\n")
+    return _edited(text, old, new)
+
+
+def _edited(text: str, old: Any, new: Any) -> str:
     edits: list[tuple[int, int, str]] = []
     _Differ(text, edits, _indent_unit(text)).diff(_tree(text), old, new)
     for start, end, replacement in sorted(edits, reverse=True):
