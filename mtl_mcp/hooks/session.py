@@ -218,8 +218,8 @@ def session_start(raw: str, settings: Settings) -> str:
 
 
 def _as_context(client: str, text: str) -> str:
-    """The context as the client takes it: plain text on stdout (Claude Code, Codex, Cursor),
-    or JSON (Gemini CLI reads nothing else; Copilot CLI and opencode's plugin take it so)."""
+    """The context as the client takes it: plain text on stdout (Claude Code, Codex), or JSON
+    (Gemini CLI and Cursor read nothing else; Copilot CLI and opencode's plugin take it so)."""
     if not text:
         return ""
     if client == "gemini-cli":
@@ -227,6 +227,8 @@ def _as_context(client: str, text: str) -> str:
         return json.dumps({"hookSpecificOutput": context})
     if client in ("copilot-cli", "opencode"):
         return json.dumps({"additionalContext": text})
+    if client == "cursor":  # its sessionStart output, as for postToolUse
+        return json.dumps({"additional_context": text})
     return text
 
 

@@ -187,7 +187,7 @@ def test_the_session_hooks_tell_the_client(payload: dict[str, Any], client: str 
 
 def test_session_start_answers_in_each_clients_shape(settings: Settings, tmp_path: Path) -> None:
     """Gemini CLI reads only JSON from a hook; Copilot CLI and the opencode plugin take a flat
-    additionalContext; a VS Code payload gets nothing."""
+    additionalContext, Cursor additional_context; a VS Code payload gets nothing."""
     settings = dataclasses.replace(settings, service=False)
     base = {"cwd": str(tmp_path)}
     gemini = session_start(
@@ -199,6 +199,10 @@ def test_session_start_answers_in_each_clients_shape(settings: Settings, tmp_pat
     assert copilot["additionalContext"] == context["additionalContext"]
     opencode = json.loads(session_start(json.dumps(base | {"client": "opencode"}), settings))
     assert opencode == copilot
+    cursor = session_start(
+        json.dumps(base | {"conversation_id": "u", "cursor_version": "2"}), settings
+    )
+    assert json.loads(cursor) == {"additional_context": context["additionalContext"]}
     vscode = base | {"sessionId": "v", "hookEventName": "SessionStart"}
     assert session_start(json.dumps(vscode), settings) == ""
 
