@@ -17,14 +17,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests import fake_http
-from tests.fake_http import LoopbackServer
+from tests.fake_http import ScriptedAgent, Step
 
 _ids = itertools.count(1)
 
@@ -65,46 +62,18 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
-@dataclass
-class Step:
-    text: str = ""
-    call: tuple[str, Mapping[str, Any]] | None = None
-    status: int = 200
-
-
-class FakeChatStream(LoopbackServer[ChatStreamRequest]):
+class FakeChatStream(ScriptedAgent[ChatStreamRequest]):
     """A local streaming chat-completions API with a script of agent replies."""
 
     request_class = ChatStreamRequest
 
     def __init__(self, model: str = "fake-model") -> None:
         self.model = model
-        self._script: deque[Step] = deque()
         super().__init__()
 
     @property
     def base_url(self) -> str:
         return self.origin + "/v1"
-
-    @property
-    def agent_requests(self) -> list[ChatStreamRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.is_agent_turn]
-
-    def reply_text(self, text: str) -> None:
-        with self._lock:
-            self._script.append(Step(text))
-
-    def reply_call(self, name: str, arguments: Mapping[str, Any], *, text: str = "") -> None:
-        """An answer that says `text` (if any), then calls the tool `name`."""
-        with self._lock:
-            self._script.append(Step(text, (name, arguments)))
-
-    def _next(self) -> Step:
-        with self._lock:
-            if self._script:
-                return self._script.popleft()
-        return Step("fake: no scripted response left", status=500)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -112,30 +81,21 @@ class FakeChatStream(LoopbackServer[ChatStreamRequest]):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def _send(self, status: int, data: bytes, kind: str) -> None:
-                self.close_connection = True
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", kind)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
             def do_GET(self) -> None:  # a model list
                 fake.record(self)
                 models = {"object": "list", "data": [{"id": fake.model, "object": "model"}]}
-                self._send(200, json.dumps(models).encode(), "application/json")
+                fake_http.send(self, 200, json.dumps(models).encode(), "application/json")
 
             def do_POST(self) -> None:
                 request = fake.record(self)
                 step = fake._next() if request.is_agent_turn else Step("A short title")
                 if step.status != 200:
                     error = {"error": {"message": step.text, "type": "fake"}}
-                    self._send(step.status, json.dumps(error).encode(), "application/json")
+                    fake_http.send(
+                        self, step.status, json.dumps(error).encode(), "application/json"
+                    )
                     return
-                self._send(200, _stream(step, fake.model), "text/event-stream")
+                fake_http.send(self, 200, _stream(step, fake.model), "text/event-stream")
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -17,14 +17,12 @@ probe of Gemini CLI 0.61.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests import fake_http
-from tests.fake_http import LoopbackServer
+from tests.fake_http import ScriptedAgent
 
 
 class GeminiRequest(fake_http.RecordedRequest):
@@ -59,47 +57,14 @@ class GeminiRequest(fake_http.RecordedRequest):
         return found
 
 
-@dataclass
-class Step:
-    """One scripted agent answer: its text, then at most one function call."""
-
-    text: str = ""
-    call: tuple[str, Mapping[str, Any]] | None = None
-    status: int = 200
-
-
-class FakeGemini(LoopbackServer[GeminiRequest]):
+class FakeGemini(ScriptedAgent[GeminiRequest]):
     """A local Gemini API with a script of agent replies; a context manager."""
 
     request_class = GeminiRequest
 
-    def __init__(self) -> None:
-        self._script: deque[Step] = deque()
-        super().__init__()
-
     @property
     def base_url(self) -> str:
         return self.origin
-
-    @property
-    def agent_requests(self) -> list[GeminiRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.is_agent_turn]
-
-    def reply_text(self, text: str) -> None:
-        with self._lock:
-            self._script.append(Step(text))
-
-    def reply_call(self, name: str, arguments: Mapping[str, Any], *, text: str = "") -> None:
-        """An answer that says `text` (if any), then calls the function `name`."""
-        with self._lock:
-            self._script.append(Step(text, (name, arguments)))
-
-    def _next(self) -> Step:
-        with self._lock:
-            if self._script:
-                return self._script.popleft()
-        return Step("fake: no scripted response left", status=500)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -107,26 +72,15 @@ class FakeGemini(LoopbackServer[GeminiRequest]):
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def _send(self, status: int, data: bytes, kind: str) -> None:
-                self.close_connection = True
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", kind)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
             def do_GET(self) -> None:
                 fake.record(self)
-                self._send(200, b'{"models": []}', "application/json")
+                fake_http.send(self, 200, b'{"models": []}', "application/json")
 
             def do_POST(self) -> None:
                 request = fake.record(self)
                 body = request.body if isinstance(request.body, dict) else {}
                 if "countTokens" in request.path:
-                    self._send(200, b'{"totalTokens": 10}', "application/json")
+                    fake_http.send(self, 200, b'{"totalTokens": 10}', "application/json")
                     return
                 if not request.is_agent_turn:
                     schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
@@ -136,7 +90,9 @@ class FakeGemini(LoopbackServer[GeminiRequest]):
                 step = fake._next()
                 if step.status != 200:
                     error = {"error": {"code": step.status, "message": step.text}}
-                    self._send(step.status, json.dumps(error).encode(), "application/json")
+                    fake_http.send(
+                        self, step.status, json.dumps(error).encode(), "application/json"
+                    )
                     return
                 parts: list[dict[str, Any]] = [{"text": step.text}] if step.text else []
                 if step.call is not None:
@@ -147,9 +103,9 @@ class FakeGemini(LoopbackServer[GeminiRequest]):
             def _reply(self, request: GeminiRequest, answer: dict[str, Any]) -> None:
                 if "alt=sse" in request.path:
                     data = f"data: {json.dumps(answer)}\n\n".encode()
-                    self._send(200, data, "text/event-stream")
+                    fake_http.send(self, 200, data, "text/event-stream")
                 else:
-                    self._send(200, json.dumps(answer).encode(), "application/json")
+                    fake_http.send(self, 200, json.dumps(answer).encode(), "application/json")
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

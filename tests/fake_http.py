@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -85,3 +87,60 @@ class LoopbackServer(Generic[Recorded]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def send(handler: BaseHTTPRequestHandler, status: int, data: bytes, kind: str) -> None:
+    """Answer once and close: a client that hung up meanwhile is no error of the fake's."""
+    handler.close_connection = True
+    try:
+        handler.send_response(status)
+        handler.send_header("content-type", kind)
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+@dataclass
+class Step:
+    """One scripted agent answer: its text, then at most one tool (function) call."""
+
+    text: str = ""
+    call: tuple[str, Mapping[str, Any]] | None = None
+    status: int = 200
+
+
+AgentRequest = TypeVar("AgentRequest", bound=RecordedRequest)
+
+
+class ScriptedAgent(LoopbackServer[AgentRequest]):
+    """A fake model API that answers the agent's turns from a script of `Step`s."""
+
+    def __init__(self) -> None:
+        self._script: deque[Step] = deque()
+        super().__init__()
+
+    @property
+    def agent_requests(self) -> list[AgentRequest]:
+        with self._lock:
+            return [r for r in self.requests if _is_agent_turn(r)]
+
+    def reply_text(self, text: str) -> None:
+        with self._lock:
+            self._script.append(Step(text))
+
+    def reply_call(self, name: str, arguments: Mapping[str, Any], *, text: str = "") -> None:
+        """An answer that says `text` (if any), then calls the tool `name`."""
+        with self._lock:
+            self._script.append(Step(text, (name, arguments)))
+
+    def _next(self) -> Step:
+        with self._lock:
+            if self._script:
+                return self._script.popleft()
+        return Step("fake: no scripted response left", status=500)
+
+
+def _is_agent_turn(request: object) -> bool:
+    return bool(getattr(request, "is_agent_turn", False))
