@@ -12,8 +12,7 @@ import json
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from mtl_mcp.text.render import RECALL_HEADER
 from mtl_mcp.text.starter import starter_drafts
 from tests.claude_code import ClaudeCode
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,15 +62,6 @@ def fake() -> Iterator[FakeAnthropic]:
 @pytest.fixture
 def data(tmp_path: Path) -> Settings:
     return load_settings(tmp_path / "mtl-home", starter=True)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Poll the effect of a detached process (there is no event to wait on)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def calls_of(request: RecordedRequest, tool: str) -> list[str]:
@@ -191,6 +182,7 @@ def test_one_session_after_install_uses_and_grows_the_memory(
     wait_for(
         lambda: spool.done_log.exists() and not any(spool.pending.glob("*.json")),
         "the SessionEnd worker",
+        timeout=60,
     )
     memory = Memory(data)
     try:
@@ -406,7 +398,9 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     assert note_ids(notes) == [h.id for h in expected] == [h["id"] for h in planned["hits"]]
     assert not set(note_ids(notes)) & set(start_ids)
     assert len(notes) <= 2400  # ~600 tokens
-    wait_for(lambda: not any(Spool(data).pending.glob("*.json")), "the SessionEnd worker")
+    wait_for(
+        lambda: not any(Spool(data).pending.glob("*.json")), "the SessionEnd worker", timeout=60
+    )
     assert hook_titles == [h.title for h in expected]
     judged = next(
         r for r in fake.message_requests if "Notes the assistant was given" in r.user_text
@@ -422,7 +416,7 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     second = [r for r in fake.message_requests[before:] if r.body.get("stream")]
     repeated = hook_notes(second[-1])
     assert repeated is None or not set(note_ids(repeated)) & set(note_ids(notes) + start_ids)
-    wait_for(lambda: not any(Spool(data).pending.glob("*.json")), "the second worker")
+    wait_for(lambda: not any(Spool(data).pending.glob("*.json")), "the second worker", timeout=60)
 
     helped = expected[0].id
     shown = json.loads(run_mtl(data, claude, "show", helped, "--json").stdout)["history"]

@@ -37,8 +37,8 @@ from tests.frontdoors.test_claude_code import (
     note_ids,
     note_titles,
     run_mtl,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from tests.fake_chat_stream import FakeChatStream
 from tests.fake_gemini import FakeGemini
 from tests.gemini_cli import GeminiCli
 from tests.opencode_cli import Opencode
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -83,14 +83,6 @@ def warm_service(home: Path, cwd: Path) -> None:
 def output(done: subprocess.CompletedProcess[str]) -> str:
     """What the client printed, without its colours."""
     return re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 # ------------------------------------------------------------------ Gemini CLI

@@ -13,8 +13,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from mtl_mcp.operations.context import INVITATION
 from mtl_mcp.text.render import PLAN_NOTES_HEADER
 from tests.codex_cli import Codex
 from tests.fake_openai import FakeOpenAI, RecordedRequest
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -52,14 +52,6 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("MTL_MCP_HOME", str(tmp_path / "mtl-home"))
     monkeypatch.setenv("MTL_MCP_STARTER", "1")
     return load_settings(tmp_path / "mtl-home", starter=True)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def run_mtl(codex: Codex, *args: str) -> subprocess.CompletedProcess[str]:
