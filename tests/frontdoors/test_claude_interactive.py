@@ -249,7 +249,7 @@ def after_tool(fake: FakeAnthropic, tui: Tui, tool: str, what: str) -> RecordedR
         return None
 
     try:
-        wait_for(lambda: found() is not None, what)
+        wait_for(lambda: found() is not None, what, timeout=60)
     except AssertionError as timeout:
         raise AssertionError(f"{timeout}; the screen:\n{tui.screen()}") from None
     request = found()
@@ -318,7 +318,11 @@ def test_interactive_claude_code_recalls_for_stated_and_plan_mode_plans(
         tui.wait_for(lambda s: FIXED in s, "the answer to the fix")
 
         tui.prompt("/exit")
-        wait_for(lambda: exit_code.is_file() and exit_code.read_text().strip() != "", "the exit")
+        wait_for(
+            lambda: exit_code.is_file() and exit_code.read_text().strip() != "",
+            "the exit",
+            timeout=60,
+        )
         assert exit_code.read_text().strip() == "0", tui.screen()
     finally:
         tui.close()
@@ -331,6 +335,7 @@ def test_interactive_claude_code_recalls_for_stated_and_plan_mode_plans(
     wait_for(
         lambda: spool.done_log.exists() and not any(spool.pending.glob("*.json")),
         "the SessionEnd worker",
+        timeout=60,
     )
     done = [json.loads(line) for line in spool.done_log.read_text().splitlines()]
     assert [entry["session_id"] for entry in done] == [session_id]
