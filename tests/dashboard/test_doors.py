@@ -1,0 +1,53 @@
+"""Try a plan through the dashboard against in-process `Memory` over the same data
+directory: the same hits in the same order, or the same refusal, for every project, scope
+and k a user can pick."""
+
+from __future__ import annotations
+
+import itertools
+
+import httpx
+import pytest
+
+from mtl_mcp.config import load_settings
+from mtl_mcp.errors import InputError
+from mtl_mcp.memory import Memory
+from tests.dashboard.conftest import PLAN, Dashboard
+
+pytestmark = pytest.mark.slow
+
+PLANS = [PLAN, "Reproduce the flaky test first, then isolate the cause and fix it."]
+PROJECTS = [None, "starter", "a-project-with-no-insights"]
+SCOPES = ["all", "this-project", "other-projects"]
+
+
+def test_the_plan_preview_is_in_process_recall_for_every_project_scope_and_k(
+    dashboard: Dashboard,
+) -> None:
+    memory = Memory(load_settings(dashboard.home))
+    mismatches = []
+    try:
+        with httpx.Client(
+            base_url=dashboard.base, cookies=dashboard.cookie, headers={"origin": dashboard.base}
+        ) as http:
+            token = http.get("/api/session").json()["csrf"]
+            for plan, project, scope, k in itertools.product(PLANS, PROJECTS, SCOPES, (3, 5)):
+                answer = http.post(
+                    "/api/preview",
+                    json={"plan": plan, "project": project, "scope": scope, "k": k},
+                    headers={"x-csrf-token": token},
+                )
+                try:
+                    hits = memory.recall(plan, k=k, scope=scope, project=project)  # type: ignore[arg-type]
+                except InputError as refused:
+                    assert answer.status_code == 400, (project, scope, answer.text)
+                    assert str(refused) in answer.json()["error"]
+                    continue
+                assert answer.status_code == 200, answer.text
+                got = [(hit["id"], round(hit["score"], 6)) for hit in answer.json()["hits"]]
+                want = [(hit.id, round(hit.score, 6)) for hit in hits]
+                if got != want:
+                    mismatches.append((plan[:20], project, scope, k, got, want))
+    finally:
+        memory.close()
+    assert mismatches == []
