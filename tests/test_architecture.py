@@ -111,3 +111,18 @@ def test_imports_flow_down_the_layers() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 kept, 0 broken" in result.stdout
+
+
+MODULE_LINES_MAX = 600
+
+
+def test_no_module_is_a_thousand_line_room() -> None:
+    """Every module stays one concept: none is longer than MODULE_LINES_MAX lines (the
+    facade was 1,010 before it was split along its concepts)."""
+    package = Path(mtl_mcp.__file__).parent
+    sizes = {
+        str(path.relative_to(package)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package.rglob("*.py")
+    }
+    too_long = {name: lines for name, lines in sizes.items() if lines > MODULE_LINES_MAX}
+    assert not too_long, too_long

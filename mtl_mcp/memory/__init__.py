@@ -1,7 +1,8 @@
 """The memory layer: `Memory`, the one object the layers above use to reach the store.
 
 facade   Memory: record, import, recall, list, get, stats, rate, forget, purge,
-         reindex, backups, vectors for the quality tools
+         reindex, backups, vectors for the quality tools; one concept a module below it:
+         core, reading, recording, curation, bookkeeping (the loop's), upkeep
 ingest   validating, linting and deduplicating drafts into rows and merges
 queries  recall, pages and counts over an in-memory snapshot
 jsonl    the JSONL exchange format of `import` and `export`

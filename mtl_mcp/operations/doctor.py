@@ -155,7 +155,8 @@ def _endpoint_budget(settings: Settings, local: bool) -> str:
 
 def _openai_endpoint(settings: Settings) -> Check:
     """The OpenAI-compatible endpoint: reachable, the model listed, a structured answer."""
-    from mtl_mcp.learning.backends.openai_compat import Endpoint, OpenAIBackend, endpoint_status
+    from mtl_mcp.learning.backends.openai_compat import OpenAIBackend
+    from mtl_mcp.learning.backends.openai_endpoint import Endpoint, endpoint_status
     from mtl_mcp.learning.pipeline import ledger
     from mtl_mcp.learning.spend import Usage
 

@@ -23,12 +23,8 @@ from mtl_mcp.cli import cli
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import BudgetExceeded, DistillError, DistillUnavailable, Retryable
 from mtl_mcp.learning.answers import answer_summary
-from mtl_mcp.learning.backends.openai_compat import (
-    OpenAIBackend,
-    api_key,
-    digest_cut,
-    is_loopback,
-)
+from mtl_mcp.learning.backends.openai_compat import OpenAIBackend, digest_cut
+from mtl_mcp.learning.backends.openai_endpoint import api_key, is_loopback
 from mtl_mcp.learning.backends.select import Chooser
 from mtl_mcp.learning.backends.structured import loose_json, strict_schema
 from mtl_mcp.learning.distill import distill

@@ -18,8 +18,8 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.memory.facade import IMPORT_BATCH
 from mtl_mcp.memory.ingest import insight_id
+from mtl_mcp.memory.recording import IMPORT_BATCH
 from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import InsightDraft
 from mtl_mcp.storage.backup import inspect_store

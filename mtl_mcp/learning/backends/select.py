@@ -26,12 +26,8 @@ from mtl_mcp.learning.backends.anthropic_api import AnthropicBackend, has_api_ke
 from mtl_mcp.learning.backends.child import CliStatus
 from mtl_mcp.learning.backends.claude_code import ClaudeCodeBackend, claude_status
 from mtl_mcp.learning.backends.codex import CodexBackend, codex_status
-from mtl_mcp.learning.backends.openai_compat import (
-    EndpointStatus,
-    OpenAIBackend,
-    endpoint_status,
-    is_loopback,
-)
+from mtl_mcp.learning.backends.openai_compat import OpenAIBackend
+from mtl_mcp.learning.backends.openai_endpoint import EndpointStatus, endpoint_status, is_loopback
 
 CLI_BACKENDS = ("claude-code", "codex")
 NO_API_KEY = "ANTHROPIC_API_KEY is not set (export it or add anthropic_api_key to config.toml)"

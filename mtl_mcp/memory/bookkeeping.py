@@ -1,0 +1,145 @@
+"""The closed loop's bookkeeping: recalls put in front of a session's model, the judge's
+verdicts on them (and retiring what keeps misleading), and the reports built on the
+ledger."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import mtl_mcp.memory.loop as loop_reports
+from mtl_mcp.errors import (
+    NotFoundError,
+)
+from mtl_mcp.index.methods import plan_vector
+from mtl_mcp.memory.core import appended_note
+from mtl_mcp.memory.curation import Curation
+from mtl_mcp.schemas import (
+    NOTE_MAX,
+    GivenInsight,
+    Insight,
+    InsightHistory,
+    RecallHit,
+    RecallOrigin,
+    SessionReport,
+    VerdictEntry,
+)
+from mtl_mcp.storage.schema import sql_string
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+NOTES_KEPT = 10
+
+
+class Bookkeeping(Curation):
+    """What reached which session, and how it went."""
+
+    def recall_for_session(
+        self,
+        plan: str,
+        origin: RecallOrigin,
+        k: int = 3,
+        project: str | None = None,
+        min_score: float | None = None,
+        exclude_ids: Collection[str] = (),
+        on_time: Callable[[], bool] | None = None,
+    ) -> builtins.list[RecallHit] | None:
+        """A recall put in front of a session's model unasked (the plan-triggered hook):
+        never an insight the session was given already, by any trigger (the ledger's, and
+        `exclude_ids` the caller knows of). None when `on_time` says the caller has given
+        up meanwhile: then no model sees it and the ledger does not record it."""
+        shown = self.loop.shown(origin.session_id) if origin.session_id else set()
+        hits = self.recall(
+            plan, k=k, project=project, min_score=min_score, exclude_ids=shown | set(exclude_ids)
+        )
+        if on_time is not None and not on_time():
+            return None
+        if hits:
+            self.loop.note(origin, plan, project, hits)
+        return hits
+
+    def note_shown(
+        self, origin: RecallOrigin, ids: Sequence[str], project: str | None = None
+    ) -> None:
+        """Record insights put in front of a model without a plan (the session-start
+        context): the ledger gets a recall with no plan."""
+        hits = [h for h in (self._hit_of(i) for i in ids) if h is not None]
+        self.loop.note(origin, "", project, hits)
+
+    def _hit_of(self, insight: str) -> RecallHit | None:
+        try:
+            found = self.get(insight)
+        except NotFoundError:
+            return None
+        return RecallHit.model_validate({**found.model_dump(), "score": 0.0, "similarity": 0.0})
+
+    def given_insights(self, session_id: str) -> builtins.list[GivenInsight]:
+        """The insights one session was given (by a tool call, the hook or the session-start
+        context), in the order it first got them, each with the latest plan it was
+        recalled for. Insights gone since are left out."""
+        return loop_reports.given(self, session_id)
+
+    def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
+        """Store the judge's verdicts, each with the embedding of the plan its insight was
+        recalled for (what feedback compares later plans with)."""
+        vectors = [
+            plan_vector(self.embedder, e.plan, split=True) if e.plan else None for e in entries
+        ]
+        self.loop.add_verdicts(entries, vectors)
+        feedback = self.loop.feedback()
+        for insight, reason in (feedback.keeps_misleading() if feedback else {}).items():
+            self._retire_for(insight, reason)
+
+    def _retire_for(self, insight: str, reason: str) -> None:
+        """Retire a personal insight that keeps misleading, saying why in its notes (a team
+        one is only left out of this memory's recalls)."""
+        snapshot = self._snapshot()
+        position = snapshot.positions.get(insight)
+        if position is None or not snapshot.active[position]:
+            return
+        note = sql_string(f"retired by session verdicts: {reason}"[:NOTE_MAX])
+        self.table.update(
+            f"id = {sql_string(insight)}",
+            {"status": "'retired'", "notes": appended_note(note)},
+        )
+        logger.info("retired %s: %s", insight, reason)
+        self._changed()
+
+    def reinstate(self, insight: str) -> Insight:
+        """Undo a retirement (by ratings or session verdicts): the insight is recalled again,
+        and verdicts given before now no longer count against it (they stay in its
+        history)."""
+        current = self.get(insight)
+        self.loop.ledger.reinstate(insight)
+        if current.source == "personal" and current.status != "active":
+            note = sql_string("reinstated by hand")
+            self.table.update(
+                f"id = {sql_string(insight)}", {"status": "'active'", "notes": appended_note(note)}
+            )
+            self._changed()
+        return self.get(insight)
+
+    def sessions(self, limit: int = 20) -> builtins.list[SessionReport]:
+        """The most recent sessions: what each was given and by which trigger, what was
+        learnt from it, and the verdicts."""
+        return loop_reports.sessions(self, limit)
+
+    def learnt_in(self, session_id: str) -> builtins.list[Insight]:
+        """The insights of your memory that one session produced or confirmed first."""
+        snapshot = self._snapshot()
+        rows = np.flatnonzero(snapshot.column_mask("session_id", [session_id]))
+        return [Insight.model_validate(r) for r in snapshot.records([int(n) for n in rows])]
+
+    def history(self, insight: str) -> InsightHistory:
+        """One insight's feedback: its verdicts and the recalls that gave it, newest first."""
+        return InsightHistory(
+            recalls=self.loop.ledger.recalls(insight=insight, limit=50),
+            verdicts=self.loop.ledger.verdicts(insight=insight),
+        )

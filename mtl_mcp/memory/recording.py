@@ -1,0 +1,170 @@
+"""Recording: new drafts through the lint and deduplication, imports of exported
+insights and JSONL files, and the starter pack."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+import mtl_mcp.memory.ingest as ingest
+from mtl_mcp.index.categories import fill_labels
+from mtl_mcp.memory.jsonl import read_import
+from mtl_mcp.memory.reading import Reading
+from mtl_mcp.schemas import (
+    Insight,
+    InsightDraft,
+    Provenance,
+    RecordResult,
+)
+from mtl_mcp.storage.schema import ids_predicate, sql_string
+from mtl_mcp.text.lint import lint
+from mtl_mcp.text.starter import starter_drafts
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+NOTES_KEPT = 10
+
+
+IMPORT_BATCH = 256
+
+
+class ImportProblem(BaseModel):
+    line: int
+    problem: str
+
+
+class ImportReport(BaseModel):
+    """What importing a JSONL file did: counts by status and the lines it could not use."""
+
+    stored: int = 0
+    merged: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    problems: list[ImportProblem] = Field(default_factory=list)
+
+
+class Recording(Reading):
+    """Record drafts, import insights, seed the starter pack."""
+
+    def record(
+        self,
+        drafts: Sequence[InsightDraft | dict[str, Any]],
+        provenance: Provenance | None = None,
+        project_name: str | None = None,
+    ) -> list[RecordResult]:
+        """Lint, deduplicate and store drafts; one result per draft, in order.
+
+        A draft is `stored`, `merged` into a near-identical insight (support + 1), or
+        `rejected` with the reasons. `project_name` lets the lint flag the project's own name.
+        """
+        provenance = provenance or Provenance()
+        results, accepted = ingest.screen(drafts, project_name)
+        if not accepted:
+            return results
+        self._check_model()
+        texts = [item.draft.embedding_text() for item in accepted]
+        # A record embeds under the write lock too: writers embedding side by side crowd
+        # recalls out of the same cores (in one stress run of the shared service, recall
+        # p50/p90 went from 89/178 to 74/160 ms), and their writes queue for the lock anyway.
+        with self._lock:
+            vectors = self.embedder.embed_documents(texts)
+            labelled = fill_labels(
+                [item.draft for item in accepted], vectors, self.embedder, self.settings.models_dir
+            )
+            for item, draft in zip(accepted, labelled, strict=True):
+                item.draft = draft
+            plan = ingest.plan_writes(
+                accepted,
+                vectors,
+                self._snapshot(),
+                provenance,
+                self.settings.dedup_threshold,
+                results,
+            )
+            if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
+                stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
+                plan.raced(stored, results)
+            for target, draft in plan.merges:  # after the insert: the target may be a new row
+                sql = ingest.merge_sql(draft, provenance)
+                self.table.update(f"id = {sql_string(target)}", sql)
+        self._changed()
+        return results
+
+    def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:
+        """One result per item, in order. Exported insights are stored as they were (same
+        ids, counters, provenance); drafts go through `record`. Rerunning changes nothing."""
+        results: dict[int, RecordResult] = {}
+        drafts = [n for n, item in enumerate(items) if not isinstance(item, Insight)]
+        if drafts:
+            results.update(zip(drafts, self.record([items[n] for n in drafts]), strict=True))
+        full = [(n, item) for n, item in enumerate(items) if isinstance(item, Insight)]
+        if full:
+            self._check_model()
+            present = set(self._snapshot().positions)
+            reports = {n: lint(item) for n, item in full}
+            keep = [(n, item) for n, item in full if reports[n].ok]
+            vectors = self.embedder.embed_documents([item.embedding_text() for _, item in keep])
+            self.table.insert(
+                [
+                    {
+                        **item.model_dump(),
+                        "abstraction_score": reports[n].score,
+                        "vector": vector.tolist(),
+                    }
+                    for (n, item), vector in zip(keep, vectors, strict=True)
+                ]
+            )
+            for n, item in full:
+                verdict = ingest.verdict(item.title, reports[n], item.id if reports[n].ok else None)
+                if verdict.status == "stored" and item.id in present:
+                    verdict.status = "merged"  # already there: merge_insert kept the stored row
+                results[n] = verdict
+            self._changed()
+        return [results[n] for n in range(len(items))]
+
+    def import_file(
+        self, path: Path, progress: Callable[[int], None] | None = None
+    ) -> ImportReport:
+        """Import a JSONL file in batches; bad lines are reported by number, good ones land.
+
+        `progress` is called with the number of lines handled after each batch.
+        """
+        tally: Counter[str] = Counter()
+        problems: list[ImportProblem] = []
+        batch: list[tuple[int, Insight | InsightDraft]] = []
+
+        def flush() -> None:
+            results = self.import_insights([item for _, item in batch])
+            for (number, _), result in zip(batch, results, strict=True):
+                tally[result.status] += 1
+                if result.reasons:
+                    problems.append(ImportProblem(line=number, problem="; ".join(result.reasons)))
+            if progress:
+                progress(len(batch))
+            batch.clear()
+
+        for number, item in read_import(path):
+            if isinstance(item, str):
+                tally["skipped"] += 1
+                problems.append(ImportProblem(line=number, problem=item))
+                if progress:
+                    progress(1)
+                continue
+            batch.append((number, item))
+            if len(batch) >= IMPORT_BATCH:
+                flush()
+        if batch:
+            flush()
+        return ImportReport(problems=problems, **tally)
+
+    def seed(self) -> list[RecordResult]:
+        """Add the starter pack (project 'starter'); already present ones are merged."""
+        return self.record(starter_drafts(), Provenance(project="starter", client="mtl-mcp"))
