@@ -11,8 +11,8 @@ A suite is a folder of task folders (docs/trials.md, "Writing your own suite"):
 
 Every command runs with a clean environment: no inherited PYTHONPATH or virtualenv, a
 throwaway HOME, a pinned UTF-8 locale and UTC, no bytecode or pytest cache written into the
-work dir, and the interpreter running mtl-mcp first on PATH, so `python` means one with
-pytest wherever mtl-mcp's own tests run.
+work dir, no pytest plugins loaded unless the command names them, and the interpreter
+running mtl-mcp first on PATH (so `python -m pytest` finds the pytest installed beside it).
 """
 
 from __future__ import annotations
@@ -375,6 +375,10 @@ def _clean_env(home: str) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONNOUSERSITE": "1",
         "PYTEST_ADDOPTS": "-p no:cacheprovider",
+        # the installed pytest plugins (hypothesis, anyio, ...) are mtl-mcp's, not the
+        # task's: a verifier that needs one names it (`-p name`). Loading them all cost
+        # seconds per run.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
     for kept in ("TMPDIR", "SYSTEMROOT"):  # where temp files go; Windows cannot start without
         if kept in os.environ:
