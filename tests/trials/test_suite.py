@@ -4,6 +4,7 @@ on small suites written here (the built-in suite has its own test)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -368,3 +369,26 @@ def test_check_suite_reports_a_failing_setup_as_the_tasks_problem(tmp_path: Path
     write_task(tmp_path / "suite", toml=TOML + 'setup = "exit 4"\n')
     (check,) = check_suite(load_suite(tmp_path / "suite"))
     assert not check.ok and "exit 4" in check.problems[0]
+
+
+def suite_format_section() -> str:
+    """The docs' "Writing your own suite": in docs/trials.md once merged there, else in its
+    own page."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in (docs / "trials.md", docs / "trials-suite-format.md"):
+        if page.is_file() and "# Writing your own suite" in (text := page.read_text("utf-8")):
+            return text[text.index("# Writing your own suite") :]
+    raise AssertionError("no docs page has a section 'Writing your own suite'")
+
+
+def test_the_docs_worked_example_is_a_sound_suite(tmp_path: Path) -> None:
+    """Each file the worked example shows, written out, makes a task check_suite passes."""
+    example = suite_format_section().split("## A worked example", 1)[1]
+    files = re.findall(r"^`([^`]+)`[^\n]*:\n\n```\w*\n(.*?)^```", example, re.S | re.M)
+    assert {name for name, _ in files} >= {"task.toml", "repo/wc.py", "verify/pytest.ini"}
+    for name, body in files:
+        path = tmp_path / "my-suite" / "word-count" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body, encoding="utf-8")
+    (check,) = check_suite(load_suite(tmp_path / "my-suite"))
+    assert check.ok, check.problems
