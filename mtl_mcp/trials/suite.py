@@ -45,6 +45,7 @@ __all__ = [
     "Verdict",
     "builtin_path",
     "check_suite",
+    "check_task",
     "load_suite",
     "prepare_workdir",
     "run_verifier",
@@ -282,32 +283,34 @@ def prepare_workdir(task: Task, dest: Path, overlay: Path | None = None) -> Path
 
 
 def _commit(task: Task, dest: Path) -> None:
-    """`git init` and one commit of everything, with no global git config needed."""
-    env = {**_clean_env(str(dest)), **_GIT_ENV}
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "-A"],
-        ["commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", task.id],
-    ):
-        try:
-            done = subprocess.run(
-                ["git", *args],
-                cwd=dest,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=COMMAND_TIMEOUT,
-            )
-        except FileNotFoundError as exc:
-            raise ConfigError(
-                "git is not on PATH, and every trial work dir is a git repo; install git"
-            ) from exc
-        if done.returncode != 0:
-            raise InputError(
-                f"task {task.id}: `git {' '.join(args)}` failed in {dest}: "
-                f"{(done.stderr or done.stdout).strip()}"
-            )
+    """`git init` and one commit of everything: no git config, template or hook of the
+    machine's (or of the task's files) takes part."""
+    with tempfile.TemporaryDirectory(prefix="mtl-trial-git-home-") as home:
+        env = {**_clean_env(home), **_GIT_ENV}
+        for args in (
+            ["init", "-q", "--template=", "-b", "main"],
+            ["add", "-A"],
+            ["commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", task.id],
+        ):
+            try:
+                done = subprocess.run(
+                    ["git", *args],
+                    cwd=dest,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=COMMAND_TIMEOUT,
+                )
+            except FileNotFoundError as exc:
+                raise ConfigError(
+                    "git is not on PATH, and every trial work dir is a git repo; install git"
+                ) from exc
+            if done.returncode != 0:
+                raise InputError(
+                    f"task {task.id}: `git {' '.join(args)}` failed in {dest}: "
+                    f"{(done.stderr or done.stdout).strip()}"
+                )
 
 
 def run_verifier(task: Task, workdir: Path, timeout: float | None = None) -> Verdict:
@@ -411,7 +414,7 @@ def check_suite(suite: Suite, *, jobs: int | None = None) -> list[TaskCheck]:
 
 
 def check_task(task: Task) -> TaskCheck:
-    """One task's check_suite verdict."""
+    """One task's check_suite verdict (for a caller that reports each task as it ends)."""
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix=f"mtl-trial-check-{task.id}-") as scratch:
         root = Path(scratch)

@@ -3,6 +3,8 @@ on small suites written here (the built-in suite has its own test)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -191,8 +193,8 @@ def test_a_missing_or_empty_suite_says_what_a_suite_is(tmp_path: Path) -> None:
     assert "no task folders in it" in load_error(tmp_path)
 
 
-def one_task(tmp_path: Path, **kwargs: str | None) -> Task:
-    write_task(tmp_path / "suite", **kwargs)  # type: ignore[arg-type]
+def one_task(tmp_path: Path, toml: str = TOML) -> Task:
+    write_task(tmp_path / "suite", toml=toml)
     return load_suite(tmp_path / "suite").tasks[0]
 
 
@@ -235,7 +237,7 @@ def test_setup_runs_in_the_work_dir_and_a_failing_one_is_named(tmp_path: Path) -
     task = one_task(tmp_path, toml=TOML + 'setup = "echo made > made.txt"\n')
     workdir = prepare_workdir(task, tmp_path / "w")
     assert (workdir / "made.txt").read_text(encoding="utf-8") == "made\n"
-    failing = Task(**{**task.__dict__, "setup": "echo no data >&2; exit 3"})
+    failing = dataclasses.replace(task, setup="echo no data >&2; exit 3")
     with pytest.raises(InputError) as caught:
         prepare_workdir(failing, tmp_path / "w2")
     message = str(caught.value)
@@ -271,22 +273,24 @@ def test_the_verifier_arrives_only_when_it_runs(tmp_path: Path) -> None:
 def test_the_verifier_runs_in_a_clean_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No PYTHONPATH or HOME of the caller, no bytecode written, a pinned locale and zone,
-    and `python` is the interpreter running mtl-mcp."""
+    """No PYTHONPATH, HOME or secrets of the caller, no bytecode written, no pytest plugins
+    loaded unasked, a pinned locale and zone, and `python` is the interpreter running
+    mtl-mcp."""
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shadow"))
     monkeypatch.setenv("SECRET_TOKEN", "do-not-pass")
     probe = (
         "import json, os, sys\n"
-        "keys = ['PYTHONPATH', 'PYTHONDONTWRITEBYTECODE', 'HOME', 'TZ', 'LC_ALL', 'SECRET_TOKEN']\n"
+        "keys = ['PYTHONPATH', 'PYTHONDONTWRITEBYTECODE', 'HOME', 'TZ', 'LC_ALL', 'SECRET_TOKEN',"
+        " 'PYTEST_DISABLE_PLUGIN_AUTOLOAD']\n"
         "print(json.dumps({k: os.environ.get(k) for k in keys} | {'exe': sys.executable}))\n"
     )
     task = one_task(tmp_path, toml=TOML.replace("check.py", "probe.py"))
     (task.path / "verify" / "probe.py").write_text(probe, encoding="utf-8")
     verdict = run_verifier(task, prepare_workdir(task, tmp_path / "w"))
     assert verdict.passed, verdict.output
-    seen = __import__("json").loads(verdict.output)
+    seen = json.loads(verdict.output)
     assert seen["PYTHONPATH"] is None and seen["SECRET_TOKEN"] is None
-    assert seen["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert seen["PYTHONDONTWRITEBYTECODE"] == seen["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert (seen["TZ"], seen["LC_ALL"]) == ("UTC", "C.UTF-8")
     assert seen["HOME"] != os.environ["HOME"]
     assert Path(seen["exe"]).parent == Path(sys.executable).parent
