@@ -58,9 +58,12 @@ def test_against_bisect_on_random_series():
         assert first_at_least(values, target) == bisect.bisect_left(values, target)
 
 
+SERIES = [Counted(2 * i) for i in range(100_000)]
+
+
 @pytest.mark.parametrize("target", [-1, 0, 12345, 99999, 100000, 250000])
 def test_a_lookup_makes_logarithmically_many_comparisons(target):
-    values = [Counted(2 * i) for i in range(100_000)]
+    values = SERIES
     Counted.comparisons = 0
     index = first_at_least(values, Counted(target))
     assert index == bisect.bisect_left(list(range(0, 200_000, 2)), target)
