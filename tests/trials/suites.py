@@ -12,6 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 DOMAINS = ("data-parsing", "cli-output", "web-handler", "algorithms", "shell-devops", "config")
+# What each task is about: distinct enough that a lesson planted for one is recalled for it.
+TOPICS = (
+    "the CSV importer that drops rows with quoted commas",
+    "the report command whose table columns are misaligned",
+    "the HTTP handler that accepts request bodies larger than the limit",
+    "the interval merge that loses touching intervals",
+    "the deploy script that ignores a failing step in its pipeline",
+    "the YAML loader that reads the port as a string",
+    "the date parser that breaks on leap days",
+    "the progress bar that prints colour codes into log files",
+    "the login endpoint that leaks whether a user exists",
+    "the shortest path search that revisits nodes forever",
+    "the backup cron job that overwrites yesterday's archive",
+    "the settings merge that lets defaults override the user's file",
+)
 CHECK = """import pathlib, sys
 answer = pathlib.Path("answer.txt").read_text().strip()
 sys.exit(0 if answer == {expected!r} else 1)
@@ -40,7 +55,8 @@ def make_suite(root: Path, tasks: int = 8, *, lessons: bool = True) -> Path:
         (task / "verify" / "check.py").write_text(CHECK.format(expected="right"))
         named = '["Reproduce the failure before changing code"]' if lessons else "[]"
         (task / "task.toml").write_text(
-            f'prompt = "Task {n}: make answer.txt hold the right answer for the {domain} case."\n'
+            f'prompt = "Please fix {TOPICS[n % len(TOPICS)]}: answer.txt must hold the right '
+            f'answer."\n'
             f'domain = "{domain}"\ntimeout = 60\nverify = "python3 .verify/check.py"\n'
             f"lessons = {named}\n"
         )
