@@ -23,11 +23,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import InputError, MtlError
-from mtl_mcp.operations.service import SOCKET_PATH_MAX
+from mtl_mcp.operations.service import SOCKET_PATH_MAX, stop_services
 from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
 from mtl_mcp.trials import suite as suites
 from mtl_mcp.trials.arms import ArmStore, ArmStores, memory_hash
@@ -102,7 +103,9 @@ class Runner:
         if spec.memory_before is None:
             spec.memory_before = memory_hash(self.user)
         self.say("preparing the arms' memories (a frozen copy each)")
+        clock = time.monotonic()
         spec.arm_notes = self.stores.build(tasks)
+        self.say(f"prepared {len(spec.arm_notes)} memories in {time.monotonic() - clock:.0f} s")
         self.files.save(spec)
         self.spec = spec
 
@@ -116,17 +119,15 @@ class Runner:
         spec = self.spec
         spec.status, spec.stop_reason = "running", None
         self.files.save(spec)
-        warm: set[str] = set()
         errors = 0
+        warm: set[str] = set()
         try:
             for slot in self.remaining():
                 self._check_budget(estimate)
                 task = self.tasks[slot.task]
                 store = self.stores.store_for(slot.arm, task)
                 if store is not None and store.key not in warm and self.adapter.uses_service:
-                    self.say(f"starting the {store.key} memory's service")
-                    self.stores.warm(store, self.service_environment())
-                    warm.add(store.key)
+                    warm = self._warm_services(self.stores.domain_of(task), warm)
                 record = self.session(slot, task, store)
                 self.files.add_run(record)
                 verdict = (
@@ -164,6 +165,27 @@ class Runner:
             raise
         self._end("complete", None)
         return self.spec
+
+    def _warm_services(self, domain: str | None, warm: set[str]) -> set[str]:
+        """Start the services of every arm memory of `domain` (the only one, but under the
+        transfer protocol) and load their models, all at once, before its first session: no
+        session pays for a cold start (its hooks have a budget of a second). Those of the
+        domain before are stopped; the keys now warm."""
+        stores = {
+            store.key: store
+            for arm in self.spec.arms
+            for task in self.tasks.values()
+            if self.stores.domain_of(task) == domain
+            and (store := self.stores.store_for(arm, task)) is not None
+        }
+        for key in warm - set(stores):
+            stop_services(self.stores.home_of(key))
+        clock = time.monotonic()
+        env = self.service_environment()
+        with ThreadPoolExecutor(max_workers=len(stores)) as pool:
+            list(pool.map(lambda store: self.stores.warm(store, env), stores.values()))
+        self.say(f"started {len(stores)} memory services in {time.monotonic() - clock:.0f} s")
+        return set(stores)
 
     def _check_budget(self, estimate: Estimate) -> None:
         budget = self.spec.max_tokens

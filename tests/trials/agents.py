@@ -79,6 +79,7 @@ class Policy:
 
     suite: Suite
     kind: Kind
+    use_tool: bool = True  # call recall_insights; False: rely on the client's hooks alone
     choices: list[tuple[str, str]] = field(default_factory=list)  # (task, overlay) each session
 
     def task_of(self, text: str) -> Task | None:
@@ -149,8 +150,8 @@ def claude_policy(policy: Policy, fake: FakeAnthropic) -> Any:
             return _with_text(
                 fake, policy.plan(task), "Bash", {"command": "ls", "description": "look"}, usage
             )
-        offered = CLAUDE_RECALL in request.tool_names
-        configured = CLAUDE_RECALL in request.text
+        offered = policy.use_tool and CLAUDE_RECALL in request.tool_names
+        configured = policy.use_tool and CLAUDE_RECALL in request.text
         if configured and not offered and calls.count("ToolSearch") < 5:
             return fake.tool_use("ToolSearch", {"query": f"select:{CLAUDE_RECALL}"}, **usage)
         if offered and CLAUDE_RECALL not in calls:
@@ -198,7 +199,8 @@ def gemini_policy(policy: Policy) -> Any:
         calls = _gemini_calls(request)
         if not calls:
             return Step(policy.plan(task), ("run_shell_command", {"command": "ls"}), usage=usage)
-        if GEMINI_RECALL in request.tool_names() and GEMINI_RECALL not in calls:
+        offered = policy.use_tool and GEMINI_RECALL in request.tool_names()
+        if offered and GEMINI_RECALL not in calls:
             return Step("", (GEMINI_RECALL, {"plan": policy.plan(task)}), usage=usage)
         if calls.count("run_shell_command") < 2:
             overlay = policy.choose(task, request.text)

@@ -92,6 +92,32 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     tempfile.tempdir = None
 
 
+TEMPLATE_TASKS = 12  # the generated suite the shared memory has lessons planted for
+
+
+@pytest.fixture(scope="session")
+def memory_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user's memory, built once per test session (loading the embedding model and
+    embedding the starter pack takes a while on a busy machine): the starter pack, a
+    lesson planted for each task of `make_suite(..., TEMPLATE_TASKS)`, and the bad lesson
+    the misled agent falls for."""
+    from mtl_mcp.trials.suite import load_suite
+    from tests.trials.agents import BAD_LESSON, planted_lessons
+    from tests.trials.suites import make_suite
+
+    root = tmp_path_factory.mktemp("memory-template")
+    suite = load_suite(make_suite(root / "suite", TEMPLATE_TASKS))
+    make_memory(load_settings(root / "home"), [*planted_lessons(suite), BAD_LESSON])
+    return root / "home"
+
+
+@pytest.fixture
+def user_memory(data_home: Path, memory_template: Path) -> Settings:
+    """The user's memory (the shared template, copied) in their data directory."""
+    shutil.copytree(memory_template, data_home)
+    return load_settings(data_home)
+
+
 def make_memory(settings: Settings, extra: Sequence[Insight] = ()) -> Settings:
     """The user's memory: the starter pack and `extra` lessons, in `settings.home`."""
     seeded = load_settings(settings.home, starter=True)
