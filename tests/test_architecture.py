@@ -118,11 +118,13 @@ MODULE_LINES_MAX = 600
 
 def test_no_module_is_a_thousand_line_room() -> None:
     """Every module stays one concept: none is longer than MODULE_LINES_MAX lines (the
-    facade was 1,010 before it was split along its concepts)."""
+    facade was 1,010 before it was split along its concepts). The trial suites' task repos
+    under data/ are data, not modules of the package."""
     package = Path(mtl_mcp.__file__).parent
     sizes = {
         str(path.relative_to(package)): len(path.read_text(encoding="utf-8").splitlines())
         for path in package.rglob("*.py")
+        if path.relative_to(package).parts[0] != "data"
     }
     too_long = {name: lines for name, lines in sizes.items() if lines > MODULE_LINES_MAX}
     assert not too_long, too_long

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+echo "compiling 3 modules"
+echo "build finished"

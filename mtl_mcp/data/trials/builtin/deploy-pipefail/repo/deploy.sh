@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# deploy.sh: build (its output on the console and in build.log), then publish.
+# A failed build stops the deploy, and deploy.sh exits with the build's status.
+set -e
+./build.sh 2>&1 | tee build.log
+echo "build ok, publishing"
+./publish.sh

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+echo "published" > published.txt
+echo "published release"

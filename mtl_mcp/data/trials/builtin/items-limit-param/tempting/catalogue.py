@@ -1,0 +1,35 @@
+"""The /items endpoint of the catalogue API, a WSGI app."""
+
+import json
+from urllib.parse import parse_qs
+
+ITEMS = [{"id": i, "name": f"item {i}"} for i in range(1, 251)]
+
+
+def respond(start_response, status, payload):
+    body = json.dumps(payload).encode("utf-8")
+    start_response(status, [("Content-Type", "application/json"),
+                            ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def app(environ, start_response):
+    """GET /items?limit=N&offset=M: up to `limit` items (1 to 100, default 20) starting at
+    `offset` (0 or more, default 0), as {"items": [...], "next_offset": int or null}.
+
+    A parameter that is not a whole number in its range is a 400, {"error": "..."} naming it.
+    """
+    if environ.get("PATH_INFO") != "/items":
+        return respond(start_response, "404 Not Found", {"error": "not found"})
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    try:
+        limit = int(query.get("limit", ["20"])[0])
+    except ValueError:
+        return respond(start_response, "400 Bad Request", {"error": "limit must be a number"})
+    try:
+        offset = int(query.get("offset", ["0"])[0])
+    except ValueError:
+        return respond(start_response, "400 Bad Request", {"error": "offset must be a number"})
+    page = ITEMS[offset : offset + limit]
+    next_offset = offset + limit if offset + limit < len(ITEMS) else None
+    return respond(start_response, "200 OK", {"items": page, "next_offset": next_offset})

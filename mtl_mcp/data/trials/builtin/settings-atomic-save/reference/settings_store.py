@@ -1,0 +1,33 @@
+"""The app's settings file: loaded at start-up, saved whenever the user changes a setting."""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def load(path: Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def save(path: Path, settings: dict) -> None:
+    """Write `settings` to `path` as JSON.
+
+    If anything goes wrong while saving (a value that is not JSON, a full disk, a crash),
+    the file keeps its previous content: the app must always be able to start from it.
+    Nothing else is left in the file's folder.
+    """
+    path = Path(path)
+    # a temp file in the same folder (one file system), fsynced, then renamed over the
+    # old one: a reader sees the old file or the new one, never half of one
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
