@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -301,7 +301,8 @@ class Runner:
             elif usage.error:
                 record.passed, record.error = None, usage.error
             else:
-                verdict = suites.run_verifier(task, work)
+                with _temporary_files_in(tmp):
+                    verdict = suites.run_verifier(task, work)
                 record.passed, record.verify_seconds = verdict.passed, round(verdict.seconds, 3)
             return record
         finally:
@@ -360,6 +361,22 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def _temporary_files_in(folder: Path) -> Iterator[None]:
+    """The verifier passes this process's TMPDIR on to the task's commands (pytest keeps
+    its basetemp there, and outlives the session): point it at the session's folder, which
+    is removed with the session. The trial runs one session at a time, in one thread."""
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
 
 
 def _check_socket_room(store: ArmStore) -> None:

@@ -99,15 +99,16 @@ TEMPLATE_TASKS = 12  # the generated suite the shared memory has lessons planted
 def memory_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A user's memory, built once per test session (loading the embedding model and
     embedding the starter pack takes a while on a busy machine): the starter pack, a
-    lesson planted for each task of `make_suite(..., TEMPLATE_TASKS)`, and the bad lesson
-    the misled agent falls for."""
+    lesson planted for each task of the built-in suite and of `make_suite(...,
+    TEMPLATE_TASKS)`, and the bad lesson the misled agent falls for."""
     from mtl_mcp.trials.suite import load_suite
     from tests.trials.agents import BAD_LESSON, planted_lessons
     from tests.trials.suites import make_suite
 
     root = tmp_path_factory.mktemp("memory-template")
-    suite = load_suite(make_suite(root / "suite", TEMPLATE_TASKS))
-    make_memory(load_settings(root / "home"), [*planted_lessons(suite), BAD_LESSON])
+    made = load_suite(make_suite(root / "suite", TEMPLATE_TASKS))
+    planted = [*planted_lessons(made), *planted_lessons(load_suite("builtin"))]
+    make_memory(load_settings(root / "home"), [*planted, BAD_LESSON])
     return root / "home"
 
 

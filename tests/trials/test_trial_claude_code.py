@@ -26,7 +26,6 @@ from tests.trials.conftest import (
     mtl,
     tree_hashes,
 )
-from tests.trials.suites import make_suite
 
 pytestmark = pytest.mark.slow
 API_KEY = "sk-ant-api03-trial-test-key-abcdefghijklmnopqrstuvwxyz012345"
@@ -46,13 +45,13 @@ def trial_env(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
 def test_a_lesson_sensitive_agent_shows_memory_helps_and_the_placebo_does_not(
     tmp_path: Path, user_memory: Settings, user_home: Path, private_tmp: Path
 ) -> None:
-    """Six tasks, one run, arms none, memory and placebo, through the real Claude Code: the
+    """Six tasks of the built-in suite, one run, arms none, memory and placebo, through the
+    real Claude Code: the
     agent writes the right fix only when the lesson planted for the task reaches it, which
     only the memory arm can do. memory > none with exact McNemar p < 0.05 (6 helped, 0
     hurt); the placebo is no better than none. The user's memory, their Claude Code config
     and their TMPDIR are as they were; no secret reached a trial file."""
-    suite_dir = make_suite(tmp_path / "suite", 6)
-    suite = load_suite(suite_dir)
+    suite = load_suite("builtin")
     user = user_memory
     memory_before = memory_hash(user)
     home_before = tree_hashes(user_home)
@@ -60,7 +59,7 @@ def test_a_lesson_sensitive_agent_shows_memory_helps_and_the_placebo_does_not(
         policy = Policy(suite, "sensitive", use_tool=False)  # the hooks bring the notes
         fake.reply_while(claude_policy(policy, fake))
         done = mtl(
-            "trial", "run", "--client", "claude-code", "--suite", str(suite_dir),
+            "trial", "run", "--client", "claude-code", "--suite", "builtin", "--tasks", "6",
             "--arms", "none,memory,placebo", "--runs", "1", "--yes", "--json",
             env=trial_env(fake),
         )  # fmt: skip
@@ -81,6 +80,7 @@ def test_a_lesson_sensitive_agent_shows_memory_helps_and_the_placebo_does_not(
     planted = {lesson.title: lesson.id for lesson in planted_lessons(suite)}
     for task in report["tasks"]:
         lesson = planted[planted_title(next(t for t in suite.tasks if t.id == task["id"]))]
+        assert len(report["tasks"]) == 6
         assert lesson in task["recalled"]["memory"], task
         assert lesson not in task["recalled"]["placebo"]
     for arm in ("none", "memory", "placebo"):
