@@ -17,6 +17,7 @@ import pytest
 
 from mtl_mcp.trials.suite import (
     Task,
+    _run_command,
     builtin_path,
     check_suite,
     load_suite,
@@ -177,19 +178,19 @@ def test_deleted_tests_fail_the_verifier(tmp_path: Path, task_id: str) -> None:
 
 
 def test_a_planted_conftest_cannot_pass_the_verifier(tmp_path: Path) -> None:
-    """A conftest.py or pytest.ini the session writes in the work dir, making every test
-    pass, reaches the repo's own test run but not the verifier's."""
+    """A conftest.py the session writes in the work dir, making every test pass, fools the
+    repo's own test run but not the verifier (its own pytest.ini keeps it out)."""
     task = next(t for t in TASKS if t.id == "pager-last-page")
     workdir = prepare_workdir(task, tmp_path / "w")
+    assert not _run_command(task.tests, workdir).passed
     (workdir / "conftest.py").write_text(
         "import pytest\n\n"
-        "@pytest.hookimpl(hookwrapper=True)\n"
-        "def pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n"
-        "    outcome.get_result().outcome = 'passed'\n",
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_runtest_call(item):\n"
+        "    item.runtest = lambda: None\n",
         encoding="utf-8",
     )
-    (workdir / "pytest.ini").write_text("[pytest]\naddopts = -k nothing_at_all\n", encoding="utf-8")
+    assert _run_command(task.tests, workdir).passed, "the cheat works where it is loaded"
     verdict = run_verifier(task, workdir)
     assert not verdict.passed
     assert "test_page_count_at_every_boundary" in verdict.output
