@@ -182,21 +182,32 @@ class CopilotClient(ClientAdapter):
         return [*args, "--model", model] if model else args
 
     def parse(self, stdout: str, stderr: str) -> SessionUsage:
+        """Its JSONL (1.0.102): an `assistant.message` per model turn, a
+        `tool.execution_start` per tool call, a closing `result` with the session id and
+        exit code. It reports premium requests, not tokens: token figures stay 0 unless an
+        event carries counts."""
         usage = SessionUsage()
+        finished = False
         for event in json_lines(stdout):
             kind = str(event.get("type") or "")
-            usage.session_id = usage.session_id or event.get("sessionId")
             for counts in _usage_dicts(event):
                 usage.tokens_in += as_int(counts.get("inputTokens") or counts.get("input_tokens"))
                 usage.tokens_out += as_int(
                     counts.get("outputTokens") or counts.get("output_tokens")
                 )
-            if kind.startswith("assistant.message"):
+            if kind == "assistant.message":
                 usage.turns += 1
             elif kind == "tool.execution_start":
                 usage.tool_calls += 1
+            elif kind == "result":
+                finished = True
+                usage.session_id = event.get("sessionId")
+                if as_int(event.get("exitCode")):
+                    usage.error = f"Copilot CLI exited {event['exitCode']}: {tail(stderr)}"
             elif kind in ("session.error", "error"):
                 usage.error = f"Copilot CLI: {tail(json.dumps(event.get('data') or event))}"
+        if not finished and usage.error is None:
+            usage.error = f"Copilot CLI printed no result: {tail(stderr or stdout)}"
         return usage
 
 
