@@ -9,8 +9,11 @@ tasks; these where it needs many cheap ones.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+REPRODUCE = "Reproduce the failure before changing code"
 DOMAINS = ("data-parsing", "cli-output", "web-handler", "algorithms", "shell-devops", "config")
 # What each task is about: distinct enough that a lesson planted for one is recalled for it.
 TOPICS = (
@@ -34,8 +37,11 @@ sys.exit(0 if answer == {expected!r} else 1)
 VERIFY = "sh .verify/check.sh"
 
 
-def make_suite(root: Path, tasks: int = 8, *, lessons: bool = True) -> Path:
-    """A suite of `tasks` tiny tasks spread over DOMAINS; returns its folder."""
+def make_suite(
+    root: Path, tasks: int = 8, *, lessons: Mapping[str, Sequence[str]] | None = None
+) -> Path:
+    """A suite of `tasks` tiny tasks spread over DOMAINS; returns its folder. Every task
+    names one starter lesson, or those `lessons` gives for its domain."""
     root.mkdir(parents=True, exist_ok=True)
     for n in range(tasks):
         domain = DOMAINS[n % len(DOMAINS)]
@@ -54,11 +60,12 @@ def make_suite(root: Path, tasks: int = 8, *, lessons: bool = True) -> Path:
         )
         (task / "verify").mkdir(exist_ok=True)
         (task / "verify" / "check.sh").write_text("grep -qx right answer.txt\n")
-        named = '["Reproduce the failure before changing code"]' if lessons else "[]"
+        named = json.dumps(list((lessons or {}).get(domain, [REPRODUCE])))
         (task / "task.toml").write_text(
             f'prompt = "Please fix {TOPICS[n % len(TOPICS)]}: answer.txt must hold the right '
             f'answer."\n'
             f'domain = "{domain}"\ntimeout = 60\nverify = "{VERIFY}"\n'
+            'tests = "python3 check_visible.py"\n'
             f"lessons = {named}\n"
         )
     return root
