@@ -18,8 +18,13 @@ DEFAULT_ARMS = "none,memory,placebo"
 
 
 @click.group()
+@common
 def trial() -> None:
-    """Does memory help your agent? Run the paper's experiment on your own assistant."""
+    """Does memory help your agent? Run the paper's experiment on your own assistant.
+
+    `trial run` runs it, `trial report` shows a trial's report, `trial list` lists them,
+    `trial check DIR` validates a task suite (docs/trials.md).
+    """
 
 
 def _ask(question: str, yes: bool) -> None:
