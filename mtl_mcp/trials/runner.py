@@ -30,6 +30,7 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import InputError, MtlError
 from mtl_mcp.operations.service import SOCKET_PATH_MAX, stop_services
 from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
+from mtl_mcp.text.redact import redact
 from mtl_mcp.trials import suite as suites
 from mtl_mcp.trials.arms import ArmStore, ArmStores, memory_hash
 from mtl_mcp.trials.clients import ClientAdapter
@@ -298,8 +299,8 @@ class Runner:
             )  # fmt: skip
             if timed_out:
                 record.error = f"timed out after {task.timeout:.0f} s (counted as a failure)"
-            elif usage.error:
-                record.passed, record.error = None, usage.error
+            elif usage.error:  # the client's words, which may quote what it was sent
+                record.passed, record.error = None, redact(usage.error)
             else:
                 with _temporary_files_in(tmp):
                     verdict = suites.run_verifier(task, work)
