@@ -614,6 +614,31 @@ def dashboard() -> str:
     return table(["what", "target", "measured"], rows)
 
 
+# Trials (docs/trials.md) -----------------------------------------------------------------
+
+
+def trial_overhead() -> str:
+    run = result("trial_overhead")
+    rows = [
+        [
+            f"the harness's own time per session, the agent left out (median of "
+            f"{run['sessions']} sessions of the built-in suite, arms none and memory)",
+            f"<= {num(run['target_s'])} s",
+            f"**{num(run['median_overhead_s'], 2)} s**, of which the task's verifier "
+            f"{num(run['median_verifier_s'], 2)} s (the rest: "
+            f"{num(run['median_overhead_without_verifier_s'], 2)} s)",
+        ],
+        [
+            "once a trial: copy the memory, start its service and load its model",
+            "—",
+            f"{num(run['fixed_prepare_arms_s'], 1)} s + {num(run['fixed_start_services_s'], 1)} s",
+        ],
+    ]
+    return table(["what", "target", "measured"], rows) + (
+        f"\n\n(load average {num(run['load_average_at_start'], 1)} at the start: a shared machine)"
+    )
+
+
 FIGURES: dict[str, Callable[[], str]] = {
     "headline": headline,
     "benchmarks": benchmarks,
@@ -628,6 +653,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     "tool-output": tool_output,
     "team": team,
     "dashboard": dashboard,
+    "trial-overhead": trial_overhead,
 }
 
 

@@ -82,6 +82,9 @@ class Settings:
     local_daily_tokens: int | None = field(
         default=None, metadata={"env": "MTL_MCP_LOCAL_DAILY_TOKENS"}
     )
+    # A frozen memory (a trial's snapshot): reads work, every write to the insights is
+    # refused with StoreReadOnly. The ledger and the queue stay writable.
+    read_only: bool = field(default=False, metadata={"env": "MTL_MCP_READ_ONLY"})
 
     def __post_init__(self) -> None:
         if not self.store_uri:

@@ -85,9 +85,9 @@ class FakeGemini(ScriptedAgent[GeminiRequest]):
                 if not request.is_agent_turn:
                     schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
                     answer = json.dumps(_fill(schema)) if schema else "OK"
-                    self._reply(request, _response([{"text": answer}]))
+                    self._reply(request, _response([{"text": answer}], (100, 20)))
                     return
-                step = fake._next()
+                step = fake._next(request)
                 if step.status != 200:
                     error = {"error": {"code": step.status, "message": step.text}}
                     fake_http.send(
@@ -98,7 +98,7 @@ class FakeGemini(ScriptedAgent[GeminiRequest]):
                 if step.call is not None:
                     name, arguments = step.call
                     parts.append({"functionCall": {"name": name, "args": dict(arguments)}})
-                self._reply(request, _response(parts))
+                self._reply(request, _response(parts, step.usage or (100, 20)))
 
             def _reply(self, request: GeminiRequest, answer: dict[str, Any]) -> None:
                 if "alt=sse" in request.path:
@@ -113,12 +113,12 @@ class FakeGemini(ScriptedAgent[GeminiRequest]):
         return Handler
 
 
-def _response(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def _response(parts: list[dict[str, Any]], usage: tuple[int, int]) -> dict[str, Any]:
     return {
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         ],
-        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20},
+        "usageMetadata": {"promptTokenCount": usage[0], "candidatesTokenCount": usage[1]},
         "modelVersion": "gemini-fake",
     }
 

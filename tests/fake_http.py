@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -109,16 +109,18 @@ class Step:
     text: str = ""
     call: tuple[str, Mapping[str, Any]] | None = None
     status: int = 200
+    usage: tuple[int, int] | None = None  # (input, output) tokens reported, if not the fake's
 
 
 AgentRequest = TypeVar("AgentRequest", bound=RecordedRequest)
 
 
 class ScriptedAgent(LoopbackServer[AgentRequest]):
-    """A fake model API that answers the agent's turns from a script of `Step`s."""
+    """A fake model API that answers the agent's turns from a script of `Step`s, or of
+    policies: functions of the request that answer with a Step until they return None."""
 
     def __init__(self) -> None:
-        self._script: deque[Step] = deque()
+        self._script: deque[Step | Callable[[AgentRequest], Step | None]] = deque()
         super().__init__()
 
     @property
@@ -135,10 +137,26 @@ class ScriptedAgent(LoopbackServer[AgentRequest]):
         with self._lock:
             self._script.append(Step(text, (name, arguments)))
 
-    def _next(self) -> Step:
+    def reply_while(self, policy: Callable[[AgentRequest], Step | None]) -> None:
+        """Answers computed from each turn's request (an agent's policy, as many turns and
+        sessions as it takes), until `policy` returns None: then the script goes on."""
         with self._lock:
-            if self._script:
-                return self._script.popleft()
+            self._script.append(policy)
+
+    def _next(self, request: AgentRequest | None = None) -> Step:
+        while True:
+            with self._lock:
+                if not self._script:
+                    break
+                head = self._script[0]
+                if isinstance(head, Step):
+                    return self._script.popleft()
+            # Outside the lock: a policy may look at the requests recorded so far.
+            if request is not None and (step := head(request)) is not None:
+                return step
+            with self._lock:
+                if self._script and self._script[0] is head:
+                    self._script.popleft()
         return Step("fake: no scripted response left", status=500)
 
 

@@ -9,16 +9,27 @@ clients   install, uninstall
 quality   eval, map
 team      share
 dashboard ui
+trials    trial run, report, list, check
 """
 
 import logging
 import os
 import sys
 
-from mtl_mcp.cli import admin, clients, dashboard, insights, quality, safety, sessions, team
+from mtl_mcp.cli import (
+    admin,
+    clients,
+    dashboard,
+    insights,
+    quality,
+    safety,
+    sessions,
+    team,
+    trials,
+)
 from mtl_mcp.cli.app import cli
 
-for _module in (admin, insights, team, sessions, clients, safety, quality, dashboard):
+for _module in (admin, insights, team, sessions, clients, safety, quality, dashboard, trials):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

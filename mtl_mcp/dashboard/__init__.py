@@ -8,6 +8,7 @@ guard   who may talk to it: loopback Host, the launch's token (then a cookie), i
 api     the routes: the page, a JSON API over `Memory`, the live feed (Server-Sent Events)
 actions what the insight page's buttons do (edit, rate, retire, forget, share...)
 views   what the page is shown, shaped and redacted (the map's points and figures too)
+trials  the Trials page's data: the trials, one trial's report and the notes it names
 run     where it runs: in the service, or in this process
 static  the page itself: plain HTML, CSS and JavaScript, no build step, nothing fetched
         from anywhere else

@@ -21,7 +21,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from mtl_mcp import errors
-from mtl_mcp.dashboard import views
+from mtl_mcp.dashboard import trials, views
 from mtl_mcp.dashboard.actions import ACTIONS
 from mtl_mcp.dashboard.guard import Guard, Secrets
 from mtl_mcp.errors import InputError, MtlError
@@ -288,6 +288,15 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
 
         return await answer(work)
 
+    # -- trials ------------------------------------------------------------------------------
+
+    async def trial_list(request: Request) -> Response:
+        return await answer(trials.trial_list)
+
+    async def trial_page(request: Request) -> Response:
+        trial_id = request.path_params["id"]
+        return await answer(lambda memory: trials.trial_page(memory, trial_id))
+
     # -- map ---------------------------------------------------------------------------------
 
     async def memory_map(request: Request) -> Response:
@@ -340,6 +349,8 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
         Route("/api/sessions", sessions),
         Route("/api/queue/retry", retry, methods=["POST"]),
         Route("/api/map", memory_map),
+        Route("/api/trials", trial_list),
+        Route("/api/trials/{id}", trial_page),
         Route("/api/events", events),
     ]
     for name, act in ACTIONS.items():

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from mtl_mcp.config import Settings, local_path
-from mtl_mcp.errors import StoreBusy, StoreDamaged, StoreError
+from mtl_mcp.errors import StoreBusy, StoreDamaged, StoreError, StoreReadOnly
 from mtl_mcp.files import private_dir
 from mtl_mcp.storage.backup import make_backup
 from mtl_mcp.storage.lance import connect, lance_errors, rewrite_without
@@ -165,7 +165,9 @@ class InsightTable:
                 f"the store at {self.uri} is damaged: the insight table's "
                 f"version manifests are missing. {DOCTOR}"
             )
-        if not created:
+        if created:
+            self.refuse_if_frozen()
+        else:
             table = db.open_table(TABLE)
             # Reads every data file's footer: a truncated or missing file fails here,
             # with advice, rather than as a raw error in the first query.
@@ -201,6 +203,7 @@ class InsightTable:
         missing = [f for f in expected if f.name not in table.schema.names]
         if not missing and version == SCHEMA_VERSION:
             return
+        self.refuse_if_frozen()
         if not self.team:  # a team pool is backed up by its object store, not by each member
             make_backup(self.settings, "migration")
         with lance_errors(f"migrating the store at {self.uri}", DOCTOR):
@@ -212,6 +215,7 @@ class InsightTable:
 
     def set_meta(self, values: dict[str, str]) -> None:
         """Insert or replace meta entries (the embedding model after a reindex, say)."""
+        self.refuse_if_frozen()
         with lance_errors(f"writing the meta table of {self.uri}", DOCTOR):
             meta = self._connect().open_table(META_TABLE)
             rows = pa.Table.from_pylist(
@@ -221,6 +225,15 @@ class InsightTable:
                 "key"
             ).when_matched_update_all().when_not_matched_insert_all().execute(rows)
         self._meta.update(values)
+
+    def refuse_if_frozen(self) -> None:
+        """A frozen memory (`read_only`, e.g. a trial's snapshot) takes no write at all."""
+        if self.settings.read_only:
+            raise StoreReadOnly(
+                f"the store at {self.uri} is frozen (read_only = true, MTL_MCP_READ_ONLY): "
+                "reading it works, nothing in it can change; a trial's snapshot is frozen so "
+                "that scoring never changes the memory it measures"
+            )
 
     # -- the snapshot ------------------------------------------------------------------------
 
@@ -299,6 +312,7 @@ class InsightTable:
         one since the snapshot was read, the patched copy replaces a full reload (readers of
         the old one keep theirs).
         """
+        self.refuse_if_frozen()
         table = self.open()
         with self._writing, store_lock(self.local):
             result = self._attempt(table, action)
@@ -416,6 +430,7 @@ class InsightTable:
         Waits for other processes' writes; readers of older versions fail once and reload.
         Returns (rows deleted, versions removed).
         """
+        self.refuse_if_frozen()
         table = self.open()
         remote = self.local is None
         with self._lock, self._writing, store_lock(self.local, exclusive=True):
@@ -439,6 +454,7 @@ class InsightTable:
     def replace(self, rows: list[dict[str, Any]], model_name: str, dim: int) -> None:
         """Overwrite every row (same ids, new vectors) and record the model they came from.
         Callers hold the store lock exclusively: writes meanwhile would be lost."""
+        self.refuse_if_frozen()
         data = pa.Table.from_pylist(rows, schema=insight_schema(dim))
         with self._lock:
             with lance_errors(f"rewriting {self.uri}", DOCTOR):

@@ -121,7 +121,7 @@ function parseHash() {
   return { page: parts[0] || "browse", arg: parts[1], query: new URLSearchParams(query || "") };
 }
 
-const pages = { browse: browsePage, plan: planPage, insight: insightPage, sessions: sessionsPage, map: mapPage };
+const pages = { browse: browsePage, plan: planPage, insight: insightPage, sessions: sessionsPage, map: mapPage, trials: trialsPage };
 
 async function route(focus = true) {
   const { page, arg, query } = parseHash();
@@ -596,6 +596,88 @@ async function mapPage() {
     data.most_specific.length ? [el("h2", {}, "Most specific to their domain"),
       el("ul", {}, data.most_specific.map((m) => el("li", {}, insightLink(m.id, m.title), ` — ${m.domain}, specificity ${fmt(m.specificity, 2)}`)))] : null);
   draw();
+}
+
+// -- trials ---------------------------------------------------------------------------------
+
+const rate = (value) => (value === null || value === undefined ? "—" : value.toFixed(2));
+
+async function trialsPage(id) {
+  if (id) return trialPage(id);
+  const data = await api("/api/trials");
+  render(
+    el("h1", {}, "Trials"),
+    el("p", { class: "muted" }, "Does memory help your agent? Run `mtl-mcp trial run --client claude-code` to find out on your own assistant."),
+    data.trials.length
+      ? el("table", { "aria-label": "Trials" },
+        el("thead", {}, el("tr", {}, ["Trial", "When", "Client", "Suite", "Status", "Sessions", "Pass rates", "memory vs none p", "Harms"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, data.trials.map((t) => el("tr", {},
+          el("td", {}, el("a", { href: `#/trials/${encodeURIComponent(t.id)}` }, t.id)), el("td", {}, when(t.created_at)),
+          el("td", {}, t.client), el("td", {}, t.suite + (t.protocol === "transfer" ? " (transfer)" : "")), el("td", {}, t.status),
+          el("td", { class: "num" }, `${t.sessions.scored}/${t.sessions.planned}`),
+          el("td", {}, Object.entries(t.pass_rates).map(([arm, r]) => `${arm} ${rate(r)}`).join(", ")),
+          el("td", { class: "num" }, t.memory_vs_none_p === null ? "—" : fmt(t.memory_vs_none_p, 4)),
+          el("td", { class: "num" }, t.harms)))))
+      : el("p", { class: "muted" }, "No trial yet."));
+}
+
+async function trialPage(id) {
+  const data = await api(`/api/trials/${encodeURIComponent(id)}`);
+  const report = data.report;
+  const message = messageBox();
+  const arms = Object.keys(report.arms);
+  const armRows = arms.map((arm) => {
+    const a = report.arms[arm];
+    return el("tr", {}, el("th", { scope: "row" }, arm), el("td", { class: "num" }, `${a.passed}/${a.runs}`), el("td", { class: "num" }, rate(a.pass_rate)),
+      el("td", {}, `${fmt(a.wilson95[0], 2)} – ${fmt(a.wilson95[1], 2)}`), el("td", { class: "num" }, a.tokens), el("td", { class: "num" }, Math.round(a.seconds)),
+      el("td", { class: "num" }, arm === "none" || a.notes_shown_per_run === null ? "—" : a.notes_shown_per_run));
+  });
+  const comparisons = Object.entries(report.comparisons).map(([name, c]) => el("tr", {}, el("th", { scope: "row" }, name.replaceAll("_", " ")),
+    el("td", { class: "num" }, c.helped), el("td", { class: "num" }, c.hurt), el("td", { class: "num" }, c.pairs), el("td", { class: "num" }, fmt(c.p, 4)),
+    el("td", {}, c.significant ? "significant at 0.05" : "not significant")));
+  const retire = async (insightId, task) => {
+    try {
+      await api(`/api/insights/${encodeURIComponent(insightId)}/retire`, { reason: `harmed ${task} in trial ${report.id}` });
+      await state.render();
+      notify(`Retired ${insightId}; restore it from its page if you change your mind.`);
+    } catch (error) { notify(error.message, "error"); }
+  };
+  const harms = report.harms.length
+    ? el("table", { "aria-label": "Harms" },
+      el("thead", {}, el("tr", {}, ["Task", "What memory showed there", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, report.harms.flatMap((h) => (h.insights.length ? h.insights : [null]).map((insightId, n) => {
+        const note = insightId ? data.insights[insightId] : null;
+        return el("tr", {}, el("td", {}, n ? "" : h.task),
+          el("td", {}, note ? [insightLink(note.id, note.title || note.id), " ", el("code", {}, `mtl-mcp show ${note.id}`)] : el("span", { class: "muted" }, "no note was shown")),
+          el("td", {}, note && note.status === "active" && note.own
+            ? el("button", { type: "button", onclick: () => retire(note.id, h.task) }, "Retire")
+            : el("span", { class: "muted" }, note ? note.status : "")));
+      }))))
+    : el("p", { class: "muted" }, "No task failed with memory where it passed without.");
+  const overhead = report.overhead;
+  const overheadText = (f) => (f.ratio === null ? "—" : `×${fmt(f.ratio, 2)}${f.low === null ? "" : ` (95% ${fmt(f.low, 2)}–${fmt(f.high, 2)})`}`);
+  render(
+    el("h1", {}, `Trial ${report.id}`),
+    message,
+    el("p", {}, `${report.client} ${report.client_version || ""}, suite ${report.suite}, protocol ${report.protocol}: ${report.status}`,
+      report.stop_reason ? ` (${report.stop_reason})` : ""),
+    el("h2", {}, "Arms"),
+    el("table", { "aria-label": "Arms" },
+      el("thead", {}, el("tr", {}, ["Arm", "Passed", "Rate", "95% (Wilson)", "Tokens", "Seconds", "Notes shown a session"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, armRows)),
+    el("h2", {}, "Paired comparisons (exact McNemar)"),
+    el("table", { "aria-label": "Comparisons" },
+      el("thead", {}, el("tr", {}, ["Comparison", "Helped", "Hurt", "Pairs", "p", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, comparisons)),
+    overhead ? el("p", {}, `Overhead, memory / none: tokens ${overheadText(overhead.tokens)}, time ${overheadText(overhead.seconds)}.`) : null,
+    el("h2", {}, "Harms: memory failed where none passed"), harms,
+    el("h2", {}, "Tasks"),
+    el("table", { "aria-label": "Tasks" },
+      el("thead", {}, el("tr", {}, ["Task", "Domain", ...arms].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, report.tasks.map((t) => el("tr", {}, el("td", {}, t.id), el("td", {}, t.domain),
+        arms.map((arm) => el("td", {}, t.results[arm].map((v) => (v === null ? "—" : v ? "pass" : "fail")).join(" "))))))),
+    report.no_room.length ? [el("h2", {}, "No room to show an effect"), el("ul", {}, report.no_room.map((r) => el("li", {}, `${r.task}: ${r.outcome}`)))] : null,
+    report.caveats.map((c) => el("p", { class: "muted" }, c)));
 }
 
 // -- live -----------------------------------------------------------------------------------
