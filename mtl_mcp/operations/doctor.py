@@ -304,7 +304,8 @@ def _backups(settings: Settings) -> Check:
 
 
 def _service(settings: Settings) -> Check:
-    from mtl_mcp.operations.service import Rendezvous, statuses
+    from mtl_mcp.operations.service import TAKEOVER, Rendezvous, statuses
+    from mtl_mcp.version import __version__
 
     if not settings.service:
         return Check(
@@ -314,19 +315,38 @@ def _service(settings: Settings) -> Check:
             detail="off (MTL_MCP_SERVICE=off): every window loads its own model and store",
         )
     found = statuses(settings)
-    mine = [s for s in found if s["current"]]
-    others = [str(s["pid"]) for s in found if not s["current"]]
+    mine = [s for s in found if s["current"] and not s.get("older")]
+    older = [s for s in found if s["current"] and s.get("older") and not s.get("retiring")]
+    retiring = [str(s["pid"]) for s in found if s.get("retiring")]
+    others = [s for s in found if not s["current"] and not s.get("retiring")]
+    old_layout = [str(s["pid"]) for s in others if s["key"] is None]
+    others_pids = [str(s["pid"]) for s in others if s["key"] is not None]
     if mine:
         detail = (
             f"running for these settings: pid {mine[0]['pid']}, version {mine[0]['version']}, "
             f"{mine[0]['windows']} windows, {mine[0]['rss_mb']} MB resident"
         )
+    elif older:
+        detail = (
+            f"running for these settings: pid {older[0]['pid']}, mtl-mcp {older[0]['version']}, "
+            f"older than this {__version__}: {TAKEOVER}"
+        )
     else:
         log = Rendezvous.of(settings).log_file
         detail = f"not running for these settings: the first window starts it (its log: {log})"
-    if others:
+    if retiring:
         detail += (
-            f"; {len(others)} more for other settings (pid {', '.join(others)}): "
+            f"; {len(retiring)} of an older version retiring (pid {', '.join(retiring)}): "
+            "it serves the windows opened before it was replaced, and exits when they close"
+        )
+    if old_layout:
+        detail += (
+            f"; mtl-mcp 0.2's service (pid {', '.join(old_layout)}), which served whatever "
+            "settings started it: the first service of this version takes over from it"
+        )
+    if others_pids:
+        detail += (
+            f"; {len(others_pids)} more for other settings (pid {', '.join(others_pids)}): "
             "`mtl-mcp service status`"
         )
     return Check(name="service", ok=True, required=False, detail=detail)
