@@ -38,6 +38,32 @@ from tests.raw_window import RawWindow
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
+def test_a_cli_recall_starts_the_service_the_next_ones_use(settings: Settings) -> None:
+    """With no service running, `mtl-mcp recall` starts one for its settings (detached: it
+    outlives the command), and the next recall gets the same answer from it, which is the
+    in-process one; with MTL_MCP_SERVICE=off none starts."""
+    memory = Memory(settings)
+    [stored] = memory.record([LESSON])
+    expected = [h.id for h in memory.recall(PLAN)]
+    memory.close()
+    mtl_mcp = str(Path(sys.executable).with_name("mtl-mcp"))
+
+    def recall(**extra: str) -> list[str]:
+        done = subprocess.run(
+            [mtl_mcp, "recall", PLAN, "--json"], env=window_env(settings.home, **extra),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [hit["id"] for hit in json.loads(done.stdout)["results"]]
+
+    assert recall(MTL_MCP_SERVICE="off") == expected == [stored.id]
+    assert request(settings, "status") is None
+    assert recall() == expected
+    first = service_pid(settings)  # the recall's service, still there after it ended
+    assert recall() == expected
+    assert service_pid(settings) == first
+
+
 PLAN = "Reproduce the failing test first. Then fix the cause. Then rerun the whole suite."
 LESSON = lesson(
     "Pin the clock in date-dependent tests",
