@@ -117,7 +117,7 @@ def _team(settings: Settings) -> Check:
                 detail=f"{settings.team_uri} is unreachable ({error}){outbox}",
                 fix=_REACH_ADVICE,
             )
-        snapshot = team.table.loaded
+        snapshot = team.snapshot(TEAM_WAIT)  # what recall and `stats` read, local or remote
         if snapshot is None:
             detail = f"{settings.team_uri}: empty (the first `mtl-mcp share` creates it){outbox}"
             return Check(name="team pool", ok=True, required=False, detail=detail)

@@ -213,3 +213,21 @@ def test_recall_says_what_its_order_is_by_when_a_later_score_is_higher(
         assert (RECALL_ORDER in text) is rises
         places = [text.index(r["id"]) for r in results]
         assert places == sorted(places)
+
+
+def test_doctor_counts_a_local_team_pool_right_after_a_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `share`, doctor's team pool check counts the shared insight, as `stats` does
+    (it said "empty" for a pool in a folder)."""
+    monkeypatch.setenv("MTL_MCP_TEAM_URI", str(tmp_path / "pool"))
+    monkeypatch.setenv("MTL_MCP_SERVICE", "off")
+    draft = lesson("Read the full error", "The last line of a traceback names the real cause.")
+    added = json.loads(run(*add_args(draft), "--json")[1])
+    code, _, err = run("share", added["id"])
+    assert code == 0, err
+    assert json.loads(run("stats", "--json")[1])["team"]["total"] == 1
+    checks = {c["name"]: c for c in json.loads(run("doctor", "--json")[1])}
+    team = checks["team pool"]
+    assert team["ok"] and "empty" not in team["detail"], team["detail"]
+    assert "1 active insights, 1 shared by you" in team["detail"]
