@@ -424,6 +424,32 @@ def _gemini_trust(user_home: Path, project_dir: Path) -> Check | None:
     )
 
 
+def _client_configs(settings: Settings, user_home: Path, project_dir: Path) -> list[Check]:
+    """The client configs that register mtl-mcp: one check for those up to date, one for
+    each that an older install left (installing again would change it)."""
+    from mtl_mcp.operations.install.stale import install_launch, installed_configs
+
+    found = installed_configs(
+        install_launch(settings.home), user_home=user_home, project_dir=project_dir
+    )
+    checks = [
+        Check(
+            name=f"{item.client} config",
+            ok=False,
+            required=False,
+            detail=f"{item.client} ({item.scope} scope) is not set up as this mtl-mcp installs "
+            f"it (an older install left it, or it was edited): {'; '.join(item.problems)}",
+            fix=f"run `{item.fix}` again: it keeps every other setting and backs each file up",
+        )
+        for item in found
+        if item.stale
+    ]
+    if current := [f"{item.client} ({item.scope})" for item in found if not item.stale]:
+        detail = f"up to date: {', '.join(current)}"
+        checks.insert(0, Check(name="client configs", ok=True, required=False, detail=detail))
+    return checks
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order a person would fix them."""
     private_umask()  # the checks create the data dir and the store if they are missing
@@ -444,6 +470,7 @@ def run_checks(settings: Settings) -> list[Check]:
     checks.append(_distillation(settings))
     if notes := _kept_notes(settings):
         checks.append(notes)
+    checks += _client_configs(settings, Path.home(), Path.cwd())
     if codex := _codex_hooks(Path.home(), Path.cwd()):
         checks.append(codex)
     if gemini := _gemini_trust(Path.home(), Path.cwd()):
