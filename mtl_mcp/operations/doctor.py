@@ -319,7 +319,7 @@ def _service(settings: Settings) -> Check:
     older = [s for s in found if s["current"] and s.get("older") and not s.get("retiring")]
     retiring = [str(s["pid"]) for s in found if s.get("retiring")]
     others = [s for s in found if not s["current"] and not s.get("retiring")]
-    old_layout = [str(s["pid"]) for s in others if s["key"] is None]
+    old_layout = [f"mtl-mcp {s['version']}, pid {s['pid']}" for s in others if s["key"] is None]
     others_pids = [str(s["pid"]) for s in others if s["key"] is not None]
     if mine:
         detail = (
@@ -341,7 +341,7 @@ def _service(settings: Settings) -> Check:
         )
     if old_layout:
         detail += (
-            f"; mtl-mcp 0.2's service (pid {', '.join(old_layout)}), which served whatever "
+            f"; a service of 0.2's layout ({', '.join(old_layout)}), which serves whatever "
             "settings started it: the first service of this version takes over from it"
         )
     if others_pids:
