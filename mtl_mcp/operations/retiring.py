@@ -38,6 +38,12 @@ def note_retiring(home: Path, pid: int, version: str, key: str | None) -> None:
         write_private(folder / f"{pid}.json", json.dumps(told))
 
 
+def forget_retiring(home: Path, pid: int) -> None:
+    """Remove the record of service `pid`, at its exit."""
+    with contextlib.suppress(OSError):
+        (_folder(home) / f"{pid}.json").unlink(missing_ok=True)
+
+
 def retiring_services(home: Path) -> list[dict[str, Any]]:
     """Status answers for the retiring services of data directory `home` that still run
     (`windows` and `uptime_s` are not known: they no longer answer)."""

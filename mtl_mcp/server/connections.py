@@ -23,6 +23,7 @@ from mcp.server.runner import serve_dual_era_loop
 from mcp.shared.message import SessionMessage
 
 from mtl_mcp.config import Settings
+from mtl_mcp.operations.retiring import forget_retiring
 from mtl_mcp.operations.service import HELLO_MAX, version_tuple
 from mtl_mcp.server.app import build_server
 from mtl_mcp.server.calls import answer_call
@@ -63,6 +64,7 @@ def run_service(
     finally:
         held.release()
         held.listener.close()
+        forget_retiring(held.rendezvous.home, os.getpid())  # if it was retiring
 
 
 async def serve(service: Service) -> None:
