@@ -136,8 +136,12 @@ class Ledger:
             connection.executescript(_SCHEMA)
             columns = {row[1] for row in connection.execute("PRAGMA table_info(verdicts)")}
             if "model" not in columns:  # a ledger of 0.3 or before
-                with connection:
-                    connection.execute("ALTER TABLE verdicts ADD COLUMN model TEXT")
+                try:
+                    with connection:
+                        connection.execute("ALTER TABLE verdicts ADD COLUMN model TEXT")
+                except sqlite3.OperationalError as exc:  # another process added it just now
+                    if "duplicate column" not in str(exc):
+                        raise
         finally:
             connection.close()
         self._ready = True

@@ -10,6 +10,7 @@ covered without a list of its own.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +64,8 @@ def installed_configs(launch: Launch, *, user_home: Path, project_dir: Path) -> 
                 continue
             if not ours.changes:
                 continue  # nothing of mtl-mcp in it
-            found.append(_compare(client, scope, launch, user_home, project_dir, ours.changes))
+            with contextlib.suppress(InputError, ConfigError):  # install would say why
+                found.append(_compare(client, scope, launch, user_home, project_dir, ours.changes))
     return found
 
 
