@@ -3,12 +3,11 @@
 A service owns a `Memory` (model, snapshot, keyword index, the only writer) configured by
 the settings it was started with, so it serves only callers configured the same way: one
 service per user, data directory and *fingerprint*, a hash of every setting that changes
-what is stored, recalled, shared or how sessions are distilled and differs from its
-default (`fingerprint`). Callers
-with other settings get a service of their own. Stdio windows, the CLI and the hooks
-reach it over a Unix socket in a `0700` run directory, `<home>/run/<fingerprint[:12]>/
-service.sock` (`0600`). Where Unix sockets do not exist it listens on loopback TCP, with
-the port and a random token in a `0600` file.
+what is stored, recalled, shared or how sessions are distilled, where it differs from its
+default (`fingerprint`). Callers with other settings get a service of their own. Stdio
+windows, the CLI and the hooks reach it over a Unix socket in a `0700` run directory,
+`<home>/run/<fingerprint[:12]>/service.sock` (`0600`). Where Unix sockets do not exist it
+listens on loopback TCP, with the port and a random token in a `0600` file.
 
 A connection starts with one JSON line from the client and one from the service:
 
@@ -204,9 +203,11 @@ class Rendezvous:
 
     @classmethod
     def predecessors(cls, settings: Settings) -> list[Rendezvous]:
-        """Where an older release's service of these settings listens: 0.2's one service
-        per data directory, and 0.3's fingerprint of every setting. A newer service takes
-        over from them (`succession`); status counts them as serving these settings."""
+        """Where an older release's service of these settings may listen: 0.2's one
+        service per data directory (whatever settings started it), and 0.3's key of its
+        fingerprint of every setting. A new service retires them
+        (`server.service.retire_predecessors`); status counts 0.3's as serving these
+        settings."""
         legacy = fingerprint_0_3(settings)
         return [cls(settings.home), cls(settings.home, legacy[:KEY_CHARS], legacy)]
 
