@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mtl_mcp import errors
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import write_project_context
 from mtl_mcp.operations.service import ServiceUnavailable, ensure_service, request
@@ -171,6 +171,7 @@ class ServiceMemory:
         behind the spawn lock, as a window starts it (so the first call pays the start, and
         later ones find the model warm). None if it cannot start: the caller works
         in-process, as with MTL_MCP_SERVICE=off."""
+        private_umask()  # the run folders and the log it may create are the owner's only
         try:
             sock, _ = ensure_service(settings, "status")
         except ServiceUnavailable as exc:
