@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from mtl_mcp.cli.app import common, echo_json, json_option, settings
@@ -133,18 +135,34 @@ def status(as_json: bool) -> None:
     elif not found:
         click.echo("not running (a window starts one when it needs it)")
     for reply in [] if as_json else found:
-        serves = reply.get("serves") or {}
-        what = ", ".join(f"{name} {value}" for name, value in serves.items() if value is not None)
-        click.echo(
-            f"{'*' if reply['current'] else ' '} {reply['key'] or 'mtl-mcp 0.2 layout'}: "
-            f"pid {reply['pid']}, version {reply['version']}, {reply['windows']} windows, "
-            f"up {reply['uptime_s']} s, {reply['rss_mb']} MB resident"
-            + (f"; {what}" if what else "")
-        )
+        click.echo(_status_line(reply))
     if found and not as_json and not any(reply["current"] for reply in found):
         click.echo("none serves these settings (a window with them starts its own)")
     if not found:
         raise SystemExit(1)
+
+
+def _status_line(reply: dict[str, Any]) -> str:
+    """One service of `service status`: `*` if it serves these settings."""
+    from mtl_mcp.operations.service import TAKEOVER
+    from mtl_mcp.version import __version__
+
+    where = f"{'*' if reply['current'] else ' '} {reply['key'] or 'mtl-mcp 0.2 layout'}: "
+    if reply.get("retiring"):
+        return (
+            f"{where}pid {reply['pid']}, version {reply['version']}, {reply['rss_mb']} MB "
+            "resident; retiring: it stepped aside for a newer service, serves the windows "
+            "opened before, and exits when they close"
+        )
+    serves = reply.get("serves") or {}
+    what = ", ".join(f"{name} {value}" for name, value in serves.items() if value is not None)
+    line = (
+        f"{where}pid {reply['pid']}, version {reply['version']}, {reply['windows']} windows, "
+        f"up {reply['uptime_s']} s, {reply['rss_mb']} MB resident" + (f"; {what}" if what else "")
+    )
+    if reply.get("older") and (reply["current"] or reply["key"] is None):
+        line += f"; older than this mtl-mcp ({__version__}): {TAKEOVER}"
+    return line
 
 
 @service.command()

@@ -90,15 +90,22 @@ def open_memory() -> Memory:
     return memory
 
 
-def quick_memory() -> Memory | ServiceMemory:
+def quick_memory(start: bool = False) -> Memory | ServiceMemory:
     """For a query or a small write: the warm memory of the running service configured like
     this process, if there is one (no model load, and its dedup stays exact), else this
-    process's own. A service with other settings is never used."""
+    process's own. A service with other settings is never used. `start`, for the commands
+    that need the model (recall, add): start the service if none runs, as a window does,
+    so that the next command finds it warm (unless MTL_MCP_SERVICE=off). Not for a store
+    on object storage: a service sees other processes' writes there only at its next
+    refresh, so `import` then `list` would not list what was just imported."""
     from mtl_mcp.server.calls import ServiceMemory
 
     config = settings()
-    if config.service and (warm := ServiceMemory.running(config)) is not None:
-        return warm
+    if config.service:
+        start = start and config.local_store is not None
+        warm = ServiceMemory.started(config) if start else ServiceMemory.running(config)
+        if warm is not None:
+            return warm
     return open_memory()
 
 

@@ -8,15 +8,14 @@ from typing import cast
 import click
 
 from mtl_mcp.cli.app import common, open_memory, settings
-from mtl_mcp.config import platform_home
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.install.plans import apply, plan_install, plan_uninstall
+from mtl_mcp.operations.install.stale import install_launch
 from mtl_mcp.operations.install.targets import (
     CLIENTS,
     Client,
     InstallScope,
     Plan,
-    detect_launch,
 )
 
 
@@ -25,13 +24,10 @@ def _plan(client: str, scope: str, remove: bool, hooks: bool, trust_hooks: bool 
     home, project_dir = Path.home(), Path.cwd()
     if remove:
         return plan_uninstall(target, where, user_home=home, project_dir=project_dir)
-    # Clients start us with their own environment: pass a non-default data dir explicitly.
-    config = settings()
-    env = {} if config.home == platform_home() else {"MTL_MCP_HOME": str(config.home)}
     return plan_install(
         target,
         where,
-        detect_launch(env),
+        install_launch(settings().home),
         hooks=hooks,
         trust_hooks=trust_hooks,
         user_home=home,

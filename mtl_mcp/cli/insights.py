@@ -47,7 +47,7 @@ def recall(
 ) -> None:
     """Recall the insights most relevant to PLAN (a 3-4 sentence plan of the task)."""
     ref = cli_project(project)
-    memory = quick_memory()
+    memory = quick_memory(start=True)
     project_id = ref.id if ref else None
     hits = memory.recall(plan, k=k, scope=scope, project=project_id, domains=list(domains))
     notice = memory.team_notice()
@@ -82,7 +82,7 @@ def add(project: str | None, as_json: bool, **fields: Any) -> None:
     """Add one insight (linted and deduplicated like record_session)."""
     ref = cli_project(project)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
-    [result] = quick_memory().record(
+    [result] = quick_memory(start=True).record(
         [fields],
         Provenance(project=ref.id if ref else None, client="cli"),
         project_name=ref.name if ref else None,
@@ -341,7 +341,8 @@ def seed() -> None:
 @click.command()
 @common
 def reindex() -> None:
-    """Re-embed every insight with the configured embedding model."""
+    """Re-embed every insight with the configured embedding model, and the plans of the
+    session verdicts (what feedback compares a plan with)."""
     stop_the_service()  # it rewrites every row, and the service may hold another model
     memory = open_memory()
     with progress("re-embedding", None) as advance:

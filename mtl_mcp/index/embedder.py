@@ -18,6 +18,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
     from fastembed import TextEmbedding
 
 logger = logging.getLogger(__name__)
+
+# onnxruntime's telemetry writes a device id to ~/.cache/Microsoft/DeveloperTools (or under
+# XDG_CACHE_HOME) on its first session, outside the data directory; it reads this variable
+# once, when it is imported, so it is set before any import of it (fastembed's included).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 Vector = npt.NDArray[np.float32]
 TOKENIZER_DIR = Path(__file__).parent / "tokenizer"

@@ -92,8 +92,8 @@ class Bookkeeping(Curation):
         vectors = [
             plan_vector(self.embedder, e.plan, split=True) if e.plan else None for e in entries
         ]
-        self.loop.add_verdicts(entries, vectors)
-        feedback = self.loop.feedback()
+        self.loop.add_verdicts(entries, vectors, self.embedder.name)
+        feedback = self.loop.feedback(*self._model_info())
         for insight, reason in (feedback.keeps_misleading() if feedback else {}).items():
             self._retire_for(insight, reason)
 

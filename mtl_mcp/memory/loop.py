@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import NotFoundError, StoreError, StoreReadOnly
+from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.feedback import FeedbackIndex, Verdict
 from mtl_mcp.schemas import (
     GivenInsight,
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from mtl_mcp.index.embedder import Embedder
+
 
 class Loop:
     """The ledger of one data directory, with the recalls not yet written to it."""
@@ -50,7 +53,9 @@ class Loop:
         self._pending: list[RecallEntry] = []
         self._unwritable = False  # a read-only data directory refused the ledger (logged)
         self._unreadable_logged = False  # the ledger failed (said once until it works again)
-        self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
+        # ((verdicts' stamp, model, dim), index)
+        self._feedback: tuple[tuple[int, str, int], FeedbackIndex | None] | None = None
+        self._set_aside_logged = False  # verdicts of another model were left out (said once)
 
     def note(
         self, origin: RecallOrigin, plan: str, project: str | None, hits: Sequence[RecallHit]
@@ -123,35 +128,61 @@ class Loop:
         self,
         entries: Sequence[VerdictEntry],
         vectors: Sequence[npt.NDArray[np.float32] | None],
+        model: str,
     ) -> None:
-        self.ledger.add_verdicts(entries, vectors)
+        self.ledger.add_verdicts(entries, vectors, model)
 
-    def feedback(self) -> FeedbackIndex | None:
-        """The verdicts that count, indexed for recall (None when there are none): those
-        with a plan, less those given before a person reinstated their insight. Rebuilt
-        only when verdicts changed, in any process. None too while the ledger cannot be
-        read (`_unreadable`)."""
-        stamp = self.ledger.verdict_stamp()
+    def feedback(self, model: str, dim: int) -> FeedbackIndex | None:
+        """The verdicts that count, indexed for recall with embedding model `model` of `dim`
+        dimensions (None when there are none): those with a plan embedded by that model,
+        less those given before a person reinstated their insight. Rebuilt only when
+        verdicts changed, in any process. None too while the ledger cannot be read
+        (`_unreadable`): feedback is left out, recall goes on."""
+        stamp = (self.ledger.verdict_stamp(), model, dim)
         cached = self._feedback
         if cached is not None and cached[0] == stamp:
             return cached[1]
         try:
             reinstated = self.ledger.reinstatements()
-            rows = self.ledger.verdict_vectors()
-        except StoreError as exc:
+            rows = self.ledger.verdict_vectors(model, dim)
+            verdicts = [
+                Verdict(e.insight, e.verdict, vector, e.session_id, e.mode)
+                for e, vector in rows
+                if vector is not None
+                and not (e.insight in reinstated and e.at <= reinstated[e.insight])
+            ]
+            index = FeedbackIndex(verdicts) if verdicts else None
+        except (StoreError, ValueError) as exc:  # ValueError: rows numpy cannot stack
             self._unreadable(exc)
             return None  # not cached: once the ledger reads again, so does feedback
-        verdicts = [
-            Verdict(e.insight, e.verdict, vector, e.session_id, e.mode)
-            for e, vector in rows
-            if vector is not None
-            and not (e.insight in reinstated and e.at <= reinstated[e.insight])
-        ]
-        index = FeedbackIndex(verdicts) if verdicts else None
+        if skipped := sum(vector is None and e.plan is not None for e, vector in rows):
+            self._set_aside(skipped, model)
         self._feedback = (stamp, index)
         return index
 
-    def _unreadable(self, exc: StoreError) -> None:
+    def _set_aside(self, count: int, model: str) -> None:
+        """Verdicts whose plans another model embedded count for nothing until `reindex`
+        embeds them again with this one: said once per process."""
+        if not self._set_aside_logged:
+            logger.warning(
+                "%d session verdicts were embedded with another model than %s and are left "
+                "out of feedback: run `mtl-mcp reindex` to embed their plans again",
+                count,
+                model,
+            )
+        self._set_aside_logged = True
+
+    def reembed(self, embedder: Embedder, progress: Callable[[int], None] | None = None) -> int:
+        """Embed the verdicts' plans again with `embedder`, where another model made them
+        (`Ledger.reembed`): after a change of model, feedback counts them again. How many."""
+        count = self.ledger.reembed(
+            lambda plan: plan_vector(embedder, plan, split=True), embedder.name, progress
+        )
+        self._feedback = None
+        self._set_aside_logged = False
+        return count
+
+    def _unreadable(self, exc: Exception) -> None:
         """The ledger holds only history: a damaged or busy one must not take recall down
         with it (`sessions`, `stats` and `show` still say what to do). Logged once."""
         if not self._unreadable_logged:

@@ -113,7 +113,8 @@ class Reading(MemoryCore):
         start = time.perf_counter()
         hits = self._ranked(plan, k, scope, project, domains, min_score, parts=parts, left_out=left)
         seconds = time.perf_counter() - start
-        retired = feedback.keeps_misleading() if (feedback := self.loop.feedback()) else {}
+        feedback = self.loop.feedback(*self._model_info())
+        retired = feedback.keeps_misleading() if feedback else {}
         left_out = []
         for insight, reason in left.items():
             with contextlib.suppress(NotFoundError):
@@ -158,7 +159,7 @@ class Reading(MemoryCore):
             )
         self._check_model()
         query = plan_vector(self.embedder, plan, split=ranking.split_plan)
-        if (feedback := self.loop.feedback()) is not None:
+        if (feedback := self.loop.feedback(self.embedder.name, len(query))) is not None:
             # Lessons that misled plans like this one, or keep misleading: left out.
             suppressed = feedback.suppressed(query) | feedback.keeps_misleading()
             exclude_ids = set(exclude_ids) | set(suppressed)

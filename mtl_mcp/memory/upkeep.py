@@ -39,7 +39,8 @@ class Upkeep(Bookkeeping):
     """Keep the store and its bookkeeping written, backed up and consistent."""
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """Re-embed every insight with the configured model and record it as the store's."""
+        """Re-embed every insight with the configured model and record it as the store's;
+        then the plans of the session verdicts the ledger holds (`reembed_verdicts`)."""
         self._open()
         with store_lock(
             self.settings.local_store, exclusive=True
@@ -58,7 +59,14 @@ class Upkeep(Bookkeeping):
                 self.embedder.name,
                 self.embedder.dim,
             )
+        self.reembed_verdicts()
         return len(rows)
+
+    def reembed_verdicts(self, progress: Callable[[int], None] | None = None) -> int:
+        """Embed again with the configured model the plans of the session verdicts that
+        another model embedded (feedback leaves those out until then); how many. `reindex`
+        does it; so may anything that changes the model the store's vectors are from."""
+        return self.loop.reembed(self.embedder, progress)
 
     def flush(self, drain: bool = True) -> None:
         """Write accumulated recall counts (recall stays a pure read on its hot path) and

@@ -117,7 +117,7 @@ def _team(settings: Settings) -> Check:
                 detail=f"{settings.team_uri} is unreachable ({error}){outbox}",
                 fix=_REACH_ADVICE,
             )
-        snapshot = team.table.loaded
+        snapshot = team.snapshot(TEAM_WAIT)  # what recall and `stats` read, local or remote
         if snapshot is None:
             detail = f"{settings.team_uri}: empty (the first `mtl-mcp share` creates it){outbox}"
             return Check(name="team pool", ok=True, required=False, detail=detail)
@@ -304,7 +304,8 @@ def _backups(settings: Settings) -> Check:
 
 
 def _service(settings: Settings) -> Check:
-    from mtl_mcp.operations.service import Rendezvous, statuses
+    from mtl_mcp.operations.service import TAKEOVER, Rendezvous, statuses
+    from mtl_mcp.version import __version__
 
     if not settings.service:
         return Check(
@@ -314,19 +315,38 @@ def _service(settings: Settings) -> Check:
             detail="off (MTL_MCP_SERVICE=off): every window loads its own model and store",
         )
     found = statuses(settings)
-    mine = [s for s in found if s["current"]]
-    others = [str(s["pid"]) for s in found if not s["current"]]
+    mine = [s for s in found if s["current"] and not s.get("older")]
+    older = [s for s in found if s["current"] and s.get("older") and not s.get("retiring")]
+    retiring = [str(s["pid"]) for s in found if s.get("retiring")]
+    others = [s for s in found if not s["current"] and not s.get("retiring")]
+    old_layout = [f"mtl-mcp {s['version']}, pid {s['pid']}" for s in others if s["key"] is None]
+    others_pids = [str(s["pid"]) for s in others if s["key"] is not None]
     if mine:
         detail = (
             f"running for these settings: pid {mine[0]['pid']}, version {mine[0]['version']}, "
             f"{mine[0]['windows']} windows, {mine[0]['rss_mb']} MB resident"
         )
+    elif older:
+        detail = (
+            f"running for these settings: pid {older[0]['pid']}, mtl-mcp {older[0]['version']}, "
+            f"older than this {__version__}: {TAKEOVER}"
+        )
     else:
         log = Rendezvous.of(settings).log_file
         detail = f"not running for these settings: the first window starts it (its log: {log})"
-    if others:
+    if retiring:
         detail += (
-            f"; {len(others)} more for other settings (pid {', '.join(others)}): "
+            f"; {len(retiring)} of an older version retiring (pid {', '.join(retiring)}): "
+            "it serves the windows opened before it was replaced, and exits when they close"
+        )
+    if old_layout:
+        detail += (
+            f"; a service of 0.2's layout ({', '.join(old_layout)}), which serves whatever "
+            "settings started it: the first service of this version takes over from it"
+        )
+    if others_pids:
+        detail += (
+            f"; {len(others_pids)} more for other settings (pid {', '.join(others_pids)}): "
             "`mtl-mcp service status`"
         )
     return Check(name="service", ok=True, required=False, detail=detail)
@@ -404,6 +424,32 @@ def _gemini_trust(user_home: Path, project_dir: Path) -> Check | None:
     )
 
 
+def _client_configs(settings: Settings, user_home: Path, project_dir: Path) -> list[Check]:
+    """The client configs that register mtl-mcp: one check for those up to date, one for
+    each that an older install left (installing again would change it)."""
+    from mtl_mcp.operations.install.stale import install_launch, installed_configs
+
+    found = installed_configs(
+        install_launch(settings.home), user_home=user_home, project_dir=project_dir
+    )
+    checks = [
+        Check(
+            name=f"{item.client} config",
+            ok=False,
+            required=False,
+            detail=f"{item.client} ({item.scope} scope) is not set up as this mtl-mcp installs "
+            f"it (an older install left it, or it was edited): {'; '.join(item.problems)}",
+            fix=f"run `{item.fix}` again: it keeps every other setting and backs each file up",
+        )
+        for item in found
+        if item.stale
+    ]
+    if current := [f"{item.client} ({item.scope})" for item in found if not item.stale]:
+        detail = f"up to date: {', '.join(current)}"
+        checks.insert(0, Check(name="client configs", ok=True, required=False, detail=detail))
+    return checks
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order a person would fix them."""
     private_umask()  # the checks create the data dir and the store if they are missing
@@ -424,6 +470,7 @@ def run_checks(settings: Settings) -> list[Check]:
     checks.append(_distillation(settings))
     if notes := _kept_notes(settings):
         checks.append(notes)
+    checks += _client_configs(settings, Path.home(), Path.cwd())
     if codex := _codex_hooks(Path.home(), Path.cwd()):
         checks.append(codex)
     if gemini := _gemini_trust(Path.home(), Path.cwd()):

@@ -3,24 +3,27 @@
 A service owns a `Memory` (model, snapshot, keyword index, the only writer) configured by
 the settings it was started with, so it serves only callers configured the same way: one
 service per user, data directory and *fingerprint*, a hash of every setting that changes
-what is stored, recalled, shared or how sessions are distilled (`fingerprint`). Callers
-with other settings get a service of their own. Stdio windows, the CLI and the hooks
-reach it over a Unix socket in a `0700` run directory, `<home>/run/<fingerprint[:12]>/
-service.sock` (`0600`). Where Unix sockets do not exist it listens on loopback TCP, with
-the port and a random token in a `0600` file.
+what is stored, recalled, shared or how sessions are distilled, where it differs from its
+default (`fingerprint`). Callers with other settings get a service of their own. Stdio
+windows, the CLI and the hooks reach it over a Unix socket in a `0700` run directory,
+`<home>/run/<fingerprint[:12]>/service.sock` (`0600`). Where Unix sockets do not exist it
+listens on loopback TCP, with the port and a random token in a `0600` file.
 
 A connection starts with one JSON line from the client and one from the service:
 
-    client:  {"mtl-mcp": "0.2.0", "kind": "mcp", "fingerprint": "<64 hex>",
+    client:  {"mtl-mcp": "0.4.0", "kind": "mcp", "fingerprint": "<64 hex>",
               "window": {"project_dir": ..., "client": ...}}
-    service: {"ok": true, "version": "0.2.0", "pid": 1234}
+    service: {"ok": true, "version": "0.4.0", "pid": 1234}
 
 `kind` is "mcp" (the connection then carries MCP's newline-delimited JSON-RPC), "call" (one
 library call: `"method"` and `"params"`, answered by one JSON line), "status" or "stop".
 "mcp" and "call" must carry the caller's fingerprint; a service whose own differs answers
 `{"ok": false, "mismatch": true, "error": ...}` (status and stop, sent to every service
 of a data directory, may leave it out). A service older than its client answers
-`{"ok": false, "retiring": true}` and steps aside.
+`{"ok": false, "retiring": true}` and steps aside (`retire`); a new service also retires
+the older releases' services of its settings, which listen elsewhere: 0.2's at
+`<home>/run/service.sock`, 0.3's under the key of a fingerprint of every setting
+(`Rendezvous.predecessors`).
 
 Secrets (an API key, object-store credentials) enter the fingerprint's hash and nothing
 else: no file name, file, log line or status answer holds them.
@@ -36,16 +39,18 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings
+from mtl_mcp.operations.retiring import alive, note_retiring, retiring_services
 from mtl_mcp.version import __version__
 
 HELLO_MAX = 1 << 20
@@ -81,6 +86,13 @@ IDENTITY_ENV = (
 OBJECT_STORE_ENV_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_")
 
 
+# What happens to an older release's service of these settings (status and doctor say it).
+TAKEOVER = (
+    "the next window, hook or `mtl-mcp recall` of this version takes over from it, and it "
+    "exits once the windows opened before close"
+)
+
+
 class ServiceUnavailable(Exception):
     """No service answers, and none could be started (the caller falls back in-process)."""
 
@@ -92,21 +104,45 @@ class SettingsMismatch(ConnectionError):
 def fingerprint(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """The service identity of `settings` and the environment: a SHA-256, in hex.
 
-    Every Settings field is in it but the PROCESS_SETTINGS (a field added later is in it
-    by default), with the IDENTITY_ENV variables and, for a store or team pool on object
-    storage, the AWS_*, GOOGLE_* and AZURE_* ones. PATH and HOME are not. A relative local
-    store path counts as the directory it names from here.
+    The Settings fields whose value is not their default are in it, but the
+    PROCESS_SETTINGS; so are the IDENTITY_ENV variables and, for a store or team pool on
+    object storage, the AWS_*, GOOGLE_* and AZURE_* ones. PATH and HOME are not. A relative
+    local store path counts as the directory it names from here. Defaults are left out so
+    that a release adding a setting keeps the fingerprint of the same configuration: its
+    service then takes over from the older one instead of running beside it.
     """
-    environ = os.environ if environ is None else environ
-    values = {
-        f.name: getattr(settings, f.name)
+    defaults = type(settings)(home=settings.home)
+    chosen = [
+        f.name
         for f in fields(settings)
-        if f.name not in PROCESS_SETTINGS
-    }
+        if f.name not in PROCESS_SETTINGS and getattr(settings, f.name) != getattr(defaults, f.name)
+    ]
+    return _identity(settings, chosen, environ)
+
+
+# The fields 0.3 hashed, default or not: what its services' fingerprints are made of.
+_FIELDS_0_3 = (  # noqa: SIM905 (a list, 26 lines long)
+    "store_uri storage team_uri team_member refresh_seconds embed_model dedup_threshold "
+    "starter retire_after_harmful distill_model anthropic_api_key digest_tokens "
+    "daily_token_budget distill_backend subscription_daily_tokens claude_command "
+    "claude_code_model codex_command codex_model cli_timeout openai_base_url openai_model "
+    "openai_api_key openai_context_tokens openai_timeout local_daily_tokens"
+).split()
+
+
+def fingerprint_0_3(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
+    """The fingerprint 0.3 gave `settings` (every one of its fields, defaults included):
+    where a 0.3 service of the same configuration listens, to be taken over."""
+    return _identity(settings, _FIELDS_0_3, environ)
+
+
+def _identity(settings: Settings, names: Sequence[str], environ: Mapping[str, str] | None) -> str:
+    environ = os.environ if environ is None else environ
+    values = {name: getattr(settings, name) for name in names}
     # A relative store path means another directory in another working directory (the
     # service's is the data directory): a caller elsewhere never matches it.
     for name in ("store_uri", "team_uri"):
-        if values[name] and "://" not in values[name]:
+        if values.get(name) and "://" not in values[name]:
             values[name] = os.path.abspath(values[name])
     env = {name: environ[name] for name in IDENTITY_ENV if environ.get(name)}
     if "://" in settings.store_uri or "://" in settings.team_uri:
@@ -117,6 +153,20 @@ def fingerprint(settings: Settings, environ: Mapping[str, str] | None = None) ->
         }
     identity = json.dumps({"settings": values, "env": env}, sort_keys=True, default=str)
     return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """'0.2.0' -> (0, 2, 0), for comparing versions without importing packaging."""
+    parts = []
+    for part in text.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def is_older(version: object) -> bool:
+    """Whether a service's `version` is older than this mtl-mcp."""
+    return version_tuple(str(version or "0")) < version_tuple(__version__)
 
 
 @dataclass(frozen=True)
@@ -150,6 +200,16 @@ class Rendezvous:
         except OSError:  # no run directory: no service ever ran
             keys = []
         return [cls(home), *(cls(home, key) for key in keys)]
+
+    @classmethod
+    def predecessors(cls, settings: Settings) -> list[Rendezvous]:
+        """Where an older release's service of these settings may listen: 0.2's one
+        service per data directory (whatever settings started it), and 0.3's key of its
+        fingerprint of every setting. A new service retires them
+        (`server.service.retire_predecessors`); status counts 0.3's as serving these
+        settings."""
+        legacy = fingerprint_0_3(settings)
+        return [cls(settings.home), cls(settings.home, legacy[:KEY_CHARS], legacy)]
 
     @property
     def run_dir(self) -> Path:
@@ -292,8 +352,9 @@ def ensure_service(
 
     Exactly one service per fingerprint starts even when many clients arrive at once: a
     client that finds none takes the spawn lock, looks again, and only then starts one and
-    waits for it. A retiring (older) service is replaced the same way. Raises
-    ServiceUnavailable, at once if the service there serves other settings.
+    waits for it. A retiring (older) service is replaced the same way, and so is an older
+    release's answering a "status" hello (the CLI's: it takes over as a window does).
+    Raises ServiceUnavailable, at once if the service there serves other settings.
     """
     rendezvous = Rendezvous.of(settings)
     if uses_unix_sockets() and len(os.fsencode(rendezvous.socket_path)) > SOCKET_PATH_MAX:
@@ -302,11 +363,16 @@ def ensure_service(
             "use a data directory with a shorter path (MTL_MCP_HOME)"
         )
     try:
-        return open_session(rendezvous, kind, **fields)
+        sock, answer = open_session(rendezvous, kind, **fields)
     except SettingsMismatch as exc:
         raise ServiceUnavailable(str(exc)) from exc
     except OSError:
         pass  # nothing listens (ConnectionError, a retiring service, is an OSError too)
+    else:
+        if kind != "status" or not is_older(answer.get("version")):
+            return sock, answer
+        sock.close()  # an older release: this one takes over, as its window would
+        retire(rendezvous)
     try:
         with exclusive(rendezvous.spawn_lock):
             with contextlib.suppress(OSError):
@@ -334,6 +400,22 @@ def ensure_service(
     raise ServiceUnavailable(
         f"the service did not start within {timeout:.0f} s: see {rendezvous.log_file}"
     )
+
+
+def retire(rendezvous: Rendezvous) -> dict[str, Any] | None:
+    """Have the service at `rendezvous` step aside if it is of an older release: it frees
+    its socket and lock at once (a service of this release can start there) and exits
+    once the windows it serves close. Its status before, or None if no older one listens."""
+    before = ask(rendezvous, "status", timeout=5.0)
+    if not (before and before.get("ok") and is_older(before.get("version"))):
+        return None
+    # Every release since 0.2 steps aside when a window of a newer one says hello.
+    answer = ask(rendezvous, "mcp", timeout=5.0, window={})
+    if not (answer and answer.get("retiring")):
+        return None
+    pid, version = int(before.get("pid") or 0), str(before.get("version"))
+    note_retiring(rendezvous.home, pid, version, rendezvous.key)
+    return before
 
 
 def start_in_background(settings: Settings) -> None:
@@ -419,45 +501,38 @@ def _holds_lock(rendezvous: Rendezvous) -> bool:
 
 def statuses(settings: Settings) -> list[dict[str, Any]]:
     """The status of every service of `settings`' data directory, whatever settings each
-    serves: `"key"` names it (None for 0.2's layout), `"current"` marks the one `settings`
-    use."""
+    serves: `"key"` names it (None for 0.2's layout, which served whatever settings started
+    it), `"current"` marks those serving `settings` (the one they use, or 0.3's under its
+    fingerprint of them), `"older"` those of an older release (this one takes over from
+    them), `"retiring"` those that stepped aside for a newer one and still serve the windows
+    they had."""
     mine = Rendezvous.of(settings).key
+    legacy = Rendezvous.predecessors(settings)[-1].key
     found = []
     for rendezvous in Rendezvous.every(settings.home):
         reply = ask(rendezvous, "status", timeout=5.0)
         if reply and reply.get("ok"):
-            key = rendezvous.key or None
-            found.append({**reply, "key": key, "current": key == mine})
-    return found
+            key, older = rendezvous.key or None, is_older(reply.get("version"))
+            found.append({**reply, "key": key, "current": key in (mine, legacy), "older": older})
+    retiring = retiring_services(settings.home)
+    return found + [{**r, "current": r["key"] in (mine, legacy), "older": True} for r in retiring]
 
 
 def stop_services(home: Path, timeout: float = 15.0) -> list[int]:
     """Ask every service of data directory `home` to exit (whatever settings it serves, and
-    one of 0.2's layout) and wait until each process is gone; their pids."""
-    asked = []
+    one of 0.2's layout), end those retiring (SIGTERM: they no longer listen), and wait
+    until each process is gone; their pids."""
+    asked: list[tuple[Rendezvous | None, int]] = []
     for rendezvous in Rendezvous.every(home):
         reply = ask(rendezvous, "stop")
         if reply is not None and reply.get("ok"):
             asked.append((rendezvous, int(reply.get("pid") or 0)))
+    for retiring in retiring_services(home):
+        with contextlib.suppress(OSError):
+            os.kill(retiring["pid"], signal.SIGTERM)
+            asked.append((None, retiring["pid"]))
     deadline = time.monotonic() + timeout
-    for rendezvous, pid in asked:
-        while (_holds_lock(rendezvous) or _alive(pid)) and time.monotonic() < deadline:
+    for place, pid in asked:
+        while ((place and _holds_lock(place)) or alive(pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
     return [pid for _, pid in asked]
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` still runs (a zombie waiting for its parent does not)."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True

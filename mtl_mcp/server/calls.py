@@ -8,6 +8,7 @@ The service answers `{"ok": true, "result": ...}` or `{"ok": false, "error": {"t
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mtl_mcp import errors
-from mtl_mcp.config import Settings
+from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.errors import MtlError
 from mtl_mcp.operations.context import write_project_context
-from mtl_mcp.operations.service import request
+from mtl_mcp.operations.service import ServiceUnavailable, ensure_service, request
 from mtl_mcp.project import resolve_project
 from mtl_mcp.schemas import (
     GivenInsight,
@@ -37,6 +38,8 @@ from mtl_mcp.text.render import plan_notes_text
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
     from mtl_mcp.server.keeper import MemoryKeeper
+
+logger = logging.getLogger(__name__)
 
 
 def _recall(memory: Memory, params: dict[str, Any]) -> Any:
@@ -161,6 +164,21 @@ class ServiceMemory:
         one; a service with other settings refuses, and this is None)."""
         reply = request(settings, "status", timeout=2.0)
         return cls(settings) if reply and reply.get("ok") else None
+
+    @classmethod
+    def started(cls, settings: Settings) -> ServiceMemory | None:
+        """A handle on the service for these settings, started if none runs: detached,
+        behind the spawn lock, as a window starts it (so the first call pays the start, and
+        later ones find the model warm). None if it cannot start: the caller works
+        in-process, as with MTL_MCP_SERVICE=off."""
+        private_umask()  # the run folders and the log it may create are the owner's only
+        try:
+            sock, _ = ensure_service(settings, "status")
+        except ServiceUnavailable as exc:
+            logger.info("working in-process: %s", exc)
+            return None
+        sock.close()
+        return cls(settings)
 
     def _call(self, method: str, **params: Any) -> Any:
         reply = request(self.settings, "call", method=method, params=params)

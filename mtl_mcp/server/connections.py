@@ -23,7 +23,8 @@ from mcp.server.runner import serve_dual_era_loop
 from mcp.shared.message import SessionMessage
 
 from mtl_mcp.config import Settings
-from mtl_mcp.operations.service import HELLO_MAX
+from mtl_mcp.operations.retiring import forget_retiring
+from mtl_mcp.operations.service import HELLO_MAX, version_tuple
 from mtl_mcp.server.app import build_server
 from mtl_mcp.server.calls import answer_call
 from mtl_mcp.server.keeper import WINDOW, MemoryKeeper, Window
@@ -34,7 +35,7 @@ from mtl_mcp.server.service import (
     Door,
     Service,
     peer_uid,
-    version_tuple,
+    retire_predecessors,
 )
 from mtl_mcp.version import __version__
 
@@ -57,11 +58,13 @@ def run_service(
     logger.info(
         "serving %s (pid %d, version %s)", held.rendezvous.run_dir, os.getpid(), __version__
     )
+    retire_predecessors(settings)
     try:
         anyio.run(serve, Service(settings, held, idle_seconds, doors or {}))
     finally:
         held.release()
         held.listener.close()
+        forget_retiring(held.rendezvous.home, os.getpid())  # if it was retiring
 
 
 async def serve(service: Service) -> None:

@@ -15,7 +15,8 @@ server instance serves them all.
 - No orphans: it exits after `service_idle_seconds` with no connection, and when its socket
   is taken over by a newer service.
 - A newer client retires it: the socket and the lock go to a new service at once, and this
-  one exits when its last window closes.
+  one exits when its last window closes (`operations.retiring` keeps a record meanwhile).
+  A new service retires the older releases' services of its settings the same way.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings, private_umask
 from mtl_mcp.files import open_private, private_dir, write_private
-from mtl_mcp.operations.service import Rendezvous, uses_unix_sockets
+from mtl_mcp.operations.retiring import note_retiring, rss_mb
+from mtl_mcp.operations.service import Rendezvous, retire, uses_unix_sockets
 from mtl_mcp.text.redact import uri_without_secrets
 from mtl_mcp.version import __version__
 
@@ -44,15 +45,6 @@ logger = logging.getLogger(__name__)
 
 MESSAGE_MAX = 64 << 20  # one JSON-RPC line; a plan is capped far below this
 CHECK_SECONDS = 1.0
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    """'0.2.0' -> (0, 2, 0), for comparing versions without importing packaging."""
-    parts = []
-    for part in text.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -169,7 +161,7 @@ class Service:
             "windows": self.windows,
             "connections": self.connections,
             "uptime_s": round(time.monotonic() - self.started, 1),
-            "rss_mb": _rss_mb(),
+            "rss_mb": rss_mb(os.getpid()),
             "home": str(self.settings.home),
             "key": self.claim.rendezvous.key,
             "serves": serves(self.settings),
@@ -181,6 +173,8 @@ class Service:
             logger.info("a newer client asked: retiring, the socket and lock are released")
             self.retiring = True
             self.claim.release()
+            rendezvous = self.claim.rendezvous
+            note_retiring(rendezvous.home, os.getpid(), __version__, rendezvous.key)
 
     def should_exit(self) -> bool:
         if self.stopping:
@@ -203,11 +197,17 @@ def serves(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _rss_mb() -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+def retire_predecessors(settings: Settings) -> list[dict[str, Any]]:
+    """Have the services of older releases that serve `settings` step aside for this one
+    (`Rendezvous.predecessors`: they listen where no client of this release looks); the
+    status each gave before. Cheap: a hello to each place, nothing heavy imported."""
+    retired = []
+    for rendezvous in Rendezvous.predecessors(settings):
+        if (before := retire(rendezvous)) is not None:
+            logger.info(
+                "took over from the mtl-mcp %s service (pid %s); it exits once its windows close",
+                before.get("version"),
+                before.get("pid"),
+            )
+            retired.append(before)
+    return retired

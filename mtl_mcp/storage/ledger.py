@@ -5,7 +5,9 @@ context) is a row: when, the session and client, the trigger, the plan (redacted
 PLAN_MAX characters), the project, and the insight ids it gave with their scores. At
 session end the judge's verdict on each insight it gave (helped, not used, misled and how)
 is a row too, with the plan the insight was recalled for and that plan's embedding: what
-feedback ranks with (`mtl_mcp.memory.feedback`).
+feedback ranks with (`mtl_mcp.memory.feedback`). Each embedding names the model that made
+it (`model`; rows of 0.3 and before have none): feedback compares a plan only with those of
+its own model, and `reembed` brings the others along after a change of model.
 
 - Owner-only (0600, like the rest of the data directory), and bounded: the oldest recalls
   beyond KEEP_RECALLS and verdicts beyond KEEP_VERDICTS are pruned.
@@ -21,7 +23,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,7 @@ LEDGER_FILE = "ledger.sqlite"
 KEEP_RECALLS = 20_000
 KEEP_VERDICTS = 20_000
 PLAN_MAX = 2000
+REEMBED_BATCH = 64  # verdicts' plans embedded again per transaction
 BUSY_MS = 5000
 
 _SCHEMA = """
@@ -69,7 +72,8 @@ CREATE TABLE IF NOT EXISTS verdicts (
     backend TEXT,
     plan TEXT,
     trigger TEXT,
-    vector BLOB
+    vector BLOB,
+    model TEXT
 );
 CREATE INDEX IF NOT EXISTS verdicts_insight ON verdicts(insight);
 CREATE INDEX IF NOT EXISTS verdicts_session ON verdicts(session);
@@ -130,6 +134,14 @@ class Ledger:
         connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
         try:
             connection.executescript(_SCHEMA)
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(verdicts)")}
+            if "model" not in columns:  # a ledger of 0.3 or before
+                try:
+                    with connection:
+                        connection.execute("ALTER TABLE verdicts ADD COLUMN model TEXT")
+                except sqlite3.OperationalError as exc:  # another process added it just now
+                    if "duplicate column" not in str(exc):
+                        raise
         finally:
             connection.close()
         self._ready = True
@@ -249,8 +261,10 @@ class Ledger:
         self,
         entries: Sequence[VerdictEntry],
         vectors: Sequence[npt.NDArray[np.float32] | None] | None = None,
+        model: str | None = None,
     ) -> None:
-        """Record verdicts, each with its plan's embedding (None: no plan was known)."""
+        """Record verdicts, each with its plan's embedding (None: no plan was known) by the
+        embedding model `model`."""
         if not entries:
             return
         blobs = [None if v is None else v.astype("float32").tobytes() for v in vectors or []]
@@ -258,7 +272,7 @@ class Ledger:
         with self._connection() as db:
             db.executemany(
                 "INSERT INTO verdicts (at, session, insight, verdict, mode, reason, backend, "
-                "plan, trigger, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "plan, trigger, vector, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         e.at.isoformat(),
@@ -271,6 +285,7 @@ class Ledger:
                         (e.plan or "")[:PLAN_MAX] or None,
                         e.trigger,
                         blob,
+                        model if blob is not None else None,
                     )
                     for e, blob in zip(entries, blobs, strict=True)
                 ],
@@ -303,15 +318,64 @@ class Ledger:
         self, insight: str | None = None, session_id: str | None = None
     ) -> list[VerdictEntry]:
         """Verdicts, newest first: on one insight, or of one session."""
-        return [entry for entry, _ in self._verdict_rows(insight, session_id)]
+        return [entry for entry, _, _ in self._verdict_rows(insight, session_id)]
 
-    def verdict_vectors(self) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None]]:
-        """Every verdict with its plan's embedding, oldest first: what feedback is built on."""
-        return list(reversed(self._verdict_rows(None, None)))
+    def verdict_vectors(
+        self, model: str, dim: int
+    ) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None]]:
+        """Every verdict with its plan's embedding by `model`, oldest first: what feedback is
+        built on. An embedding by another model is None (a row of 0.3 or before names no
+        model: its embedding counts when it has `dim` dimensions, as its store's did)."""
+        found = []
+        for entry, vector, made in reversed(self._verdict_rows(None, None)):
+            usable = vector is not None and made in (model, None) and len(vector) == dim
+            found.append((entry, vector if usable else None))
+        return found
+
+    def vector_models(self) -> dict[str | None, int]:
+        """How many verdicts' plan embeddings each model made (None: a row of 0.3 or before)."""
+        if not self.exists():
+            return {}
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT model, COUNT(*) FROM verdicts WHERE vector IS NOT NULL GROUP BY model"
+            ).fetchall()
+        return dict(rows)
+
+    def reembed(
+        self,
+        embed: Callable[[str], npt.NDArray[np.float32]],
+        model: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed again, with `model` (`embed`: a plan's unit vector), the plan of every verdict
+        whose embedding another model made, or none named; how many. What reindex does with
+        the store's vectors, for the verdicts: feedback then counts them under the new model."""
+        if not self.exists():
+            return 0
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT id, plan FROM verdicts WHERE plan IS NOT NULL "
+                "AND (model IS NULL OR model != ?)",
+                (model,),
+            ).fetchall()
+        for start in range(0, len(rows), REEMBED_BATCH):
+            batch = rows[start : start + REEMBED_BATCH]
+            vectors = [embed(plan).astype("float32").tobytes() for _, plan in batch]
+            with self._connection() as db:
+                db.executemany(
+                    "UPDATE verdicts SET vector = ?, model = ? WHERE id = ?",
+                    [(b, model, n) for (n, _), b in zip(batch, vectors, strict=True)],
+                )
+            if progress:
+                progress(len(batch))
+        if rows:
+            self._touch()
+        return len(rows)
 
     def _verdict_rows(
         self, insight: str | None, session_id: str | None
-    ) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None]]:
+    ) -> list[tuple[VerdictEntry, npt.NDArray[np.float32] | None, str | None]]:
         if not self.exists():
             return []
         where, args = [], []
@@ -322,8 +386,8 @@ class Ledger:
             where.append("session = ?")
             args.append(session_id)
         sql = (
-            "SELECT at, session, insight, verdict, mode, reason, backend, plan, trigger, vector "
-            "FROM verdicts"
+            "SELECT at, session, insight, verdict, mode, reason, backend, plan, trigger, vector, "
+            "model FROM verdicts"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY id DESC"
         )
@@ -332,7 +396,9 @@ class Ledger:
         with self._connection() as db:
             rows = db.execute(sql, args).fetchall()
         found = []
-        for at, session, insight_id, verdict, mode, reason, backend, plan, trigger, blob in rows:
+        for row in rows:
+            at, session, insight_id, verdict, mode, reason, backend, plan, trigger = row[:9]
+            blob, model = row[9:]
             entry = VerdictEntry(
                 at=datetime.fromisoformat(at),
                 session_id=session,
@@ -344,8 +410,10 @@ class Ledger:
                 plan=plan,
                 trigger=trigger,
             )
-            vector = np.frombuffer(blob, dtype=np.float32).copy() if blob else None
-            found.append((entry, vector))
+            # A blob that is no whole number of floats is damaged: no vector, not a crash.
+            whole = blob and len(blob) % 4 == 0
+            vector = np.frombuffer(blob, dtype=np.float32).copy() if whole else None
+            found.append((entry, vector, model))
         return found
 
     # -- figures and purges -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -36,12 +37,21 @@ def _note(n: int, insight: Insight | RecallHit, facts: str, limit: int | None = 
     )
 
 
+# Said when a later note's score is higher: the order fuses two rankings, the score is one.
+RECALL_ORDER = (
+    "They are ordered by meaning and keywords together; a score is the meaning part alone, "
+    "so scores need not fall from one note to the next."
+)
+
+
 def recall_text(hits: Sequence[RecallHit]) -> str:
     """Recalled insights framed as reference data, one numbered block each."""
     if not hits:
         return "No stored insight matches this plan yet. Proceed, and record lessons at the end."
     blocks = [_note(n, hit, f"score {hit.score:.2f}") for n, hit in enumerate(hits, 1)]
-    return RECALL_HEADER + "\n\n" + "\n\n".join(blocks)
+    rises = any(later.score > hit.score for hit, later in itertools.pairwise(hits))
+    header = f"{RECALL_HEADER} {RECALL_ORDER}" if rises else RECALL_HEADER
+    return header + "\n\n" + "\n\n".join(blocks)
 
 
 PLAN_NOTES_HEADER = (

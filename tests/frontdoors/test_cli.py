@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from mtl_mcp.cli import cli
+from mtl_mcp.text.render import RECALL_ORDER
 from tests.conftest import add_args, distinct_lessons, lesson
 
 PLAN = "Reproduce the failing test in isolation, then fix the cause and rerun the suite."
@@ -189,3 +192,42 @@ def test_add_json_never_echoes_a_rejected_secret() -> None:
     assert token not in out + err
     code, out, err = run(*add_args(leaky))
     assert code == 1 and token not in out + err
+
+
+def test_recall_says_what_its_order_is_by_when_a_later_score_is_higher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Recall orders by meaning and keywords fused and shows the meaning score: where a
+    later note's score is higher (0.56 then 0.58 with the starter pack), the text says what
+    the order is by; the notes and the JSON results are in the same order."""
+    monkeypatch.setenv("MTL_MCP_STARTER", "1")
+    monkeypatch.setenv("MTL_MCP_SERVICE", "off")
+    for plan, rises in (
+        ("Reproduce the failing test in isolation, then fix the cause and rerun the suite.", True),
+        ("Profile the slow endpoint, add caching, then measure again.", False),
+    ):
+        results = json.loads(run("recall", plan, "--json")[1])["results"]
+        scores = [r["score"] for r in results]
+        assert any(b > a for a, b in itertools.pairwise(scores)) is rises, scores
+        text = run("recall", plan)[1]
+        assert (RECALL_ORDER in text) is rises
+        places = [text.index(r["id"]) for r in results]
+        assert places == sorted(places)
+
+
+def test_doctor_counts_a_local_team_pool_right_after_a_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `share`, doctor's team pool check counts the shared insight, as `stats` does
+    (it said "empty" for a pool in a folder)."""
+    monkeypatch.setenv("MTL_MCP_TEAM_URI", str(tmp_path / "pool"))
+    monkeypatch.setenv("MTL_MCP_SERVICE", "off")
+    draft = lesson("Read the full error", "The last line of a traceback names the real cause.")
+    added = json.loads(run(*add_args(draft), "--json")[1])
+    code, _, err = run("share", added["id"])
+    assert code == 0, err
+    assert json.loads(run("stats", "--json")[1])["team"]["total"] == 1
+    checks = {c["name"]: c for c in json.loads(run("doctor", "--json")[1])}
+    team = checks["team pool"]
+    assert team["ok"] and "empty" not in team["detail"], team["detail"]
+    assert "1 active insights, 1 shared by you" in team["detail"]

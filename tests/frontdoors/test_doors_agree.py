@@ -138,15 +138,13 @@ async def test_six_windows_at_once_each_get_their_own_projects_answers(world: Wo
 def test_the_cli_agrees_with_in_process_memory_with_and_without_a_service(
     world: World,
 ) -> None:
-    """`mtl-mcp recall --json` in a project folder, with no service running (in-process)
-    and with one serving its settings, for both settings."""
+    """`mtl-mcp recall --json` in a project folder, in-process (MTL_MCP_SERVICE=off) and
+    through the service it starts for its settings, for both settings."""
     a, b, _ = world.folders
     for team, folder in ((False, a), (True, b)):
         expected = world.expected(team, folder)
         for running in (False, True):
-            if running:  # a window starts the service for these settings
-                done = cli(world.env(team), "serve", input="", cwd=folder)
-                assert done.returncode == 0
+            env = world.env(team, **({} if running else {"MTL_MCP_SERVICE": "off"}))
             # A CLI run is a process of its own (an in-process one loads the model): each
             # scope once in-process, each plan in each scope through the service. The other
             # doors' tests take every pair.
@@ -158,7 +156,7 @@ def test_the_cli_agrees_with_in_process_memory_with_and_without_a_service(
             ]
             for plan, call in pairs:
                 args = ["recall", plan, "--scope", call["scope"], "-k", str(call["k"])]
-                got = cli_json(world.env(team), *args, cwd=folder)
+                got = cli_json(env, *args, cwd=folder)
                 assert [r["id"] for r in got["results"]] == expected[plan, call["scope"], call["k"]]
                 assert got["project"] == resolve_project(folder).id
         listed = cli_json(world.env(team), "list", "--limit", "50")

@@ -38,6 +38,33 @@ from tests.raw_window import RawWindow
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
+
+def test_a_cli_recall_starts_the_service_the_next_ones_use(settings: Settings) -> None:
+    """With no service running, `mtl-mcp recall` starts one for its settings (detached: it
+    outlives the command), and the next recall gets the same answer from it, which is the
+    in-process one; with MTL_MCP_SERVICE=off none starts."""
+    memory = Memory(settings)
+    [stored] = memory.record([LESSON])
+    expected = [h.id for h in memory.recall(PLAN)]
+    memory.close()
+    mtl_mcp = str(Path(sys.executable).with_name("mtl-mcp"))
+
+    def recall(**extra: str) -> list[str]:
+        done = subprocess.run(
+            [mtl_mcp, "recall", PLAN, "--json"], env=window_env(settings.home, **extra),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return [hit["id"] for hit in json.loads(done.stdout)["results"]]
+
+    assert recall(MTL_MCP_SERVICE="off") == expected == [stored.id]
+    assert request(settings, "status") is None
+    assert recall() == expected
+    first = service_pid(settings)  # the recall's service, still there after it ended
+    assert recall() == expected
+    assert service_pid(settings) == first
+
+
 PLAN = "Reproduce the failing test first. Then fix the cause. Then rerun the whole suite."
 LESSON = lesson(
     "Pin the clock in date-dependent tests",
@@ -286,6 +313,59 @@ def test_a_newer_window_retires_an_older_service(settings: Settings, tmp_path: P
     """A service older than a window steps aside: the window gets a new service, while the
     old one keeps serving its own window until that window closes, then exits."""
     Memory(settings).record([LESSON])
+    old = _older_service(settings)
+    old_window = _old_window(settings)  # an MCP session the old service keeps serving
+    raw = raw_window(settings.home)
+    try:
+        assert not raw_recall(raw).get("isError")
+        assert request(settings, "status")["version"] != "0.1.9"  # type: ignore[index]
+        assert old.poll() is None, "the old service left its window behind"
+    finally:
+        raw.close()
+    old_window.close()
+    old.wait(30)
+    assert len(services_under(tmp_path)) == 1
+
+
+def test_a_retiring_service_is_listed_and_stopped_until_its_windows_close(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """An older service that stepped aside no longer answers hellos, yet still runs for
+    the window it had: `service status` lists it as retiring, and `service stop` ends it
+    (with the new one) instead of leaving it running unseen."""
+    Memory(settings).record([LESSON])
+    old = _older_service(settings)
+    old_window = _old_window(settings)
+    raw = raw_window(settings.home)  # a window of this release: the old one steps aside
+    try:
+        assert not raw_recall(raw).get("isError")
+        status = json.loads(mtl_json(settings.home, "service", "status"))["services"]
+        [retiring] = [s for s in status if s.get("retiring")]
+        assert (retiring["pid"], retiring["version"]) == (old.pid, "0.1.9")
+        assert retiring["current"]  # it served these settings
+        assert [s["version"] for s in status if not s.get("retiring")] != ["0.1.9"]
+        stopped = subprocess.run(
+            [str(Path(sys.executable).with_name("mtl-mcp")), "service", "stop"],
+            env=window_env(settings.home), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert stopped.returncode == 0 and "stopped 2 services" in stopped.stdout
+        assert old.wait(30) is not None and services_under(tmp_path) == []
+    finally:
+        raw.close()
+        old_window.close()
+
+
+def mtl_json(home: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), *args, "--json"],
+        env=window_env(home), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _older_service(settings: Settings) -> subprocess.Popen[bytes]:
+    """This release's service, calling itself 0.1.9: an older release of these settings."""
     old = subprocess.Popen(
         [
             sys.executable,
@@ -301,17 +381,7 @@ def test_a_newer_window_retires_an_older_service(settings: Settings, tmp_path: P
     )
     wait_for(lambda: request(settings, "status") is not None)
     assert request(settings, "status")["version"] == "0.1.9"  # type: ignore[index]
-    old_window = _old_window(settings)  # an MCP session the old service keeps serving
-    raw = raw_window(settings.home)
-    try:
-        assert not raw_recall(raw).get("isError")
-        assert request(settings, "status")["version"] != "0.1.9"  # type: ignore[index]
-        assert old.poll() is None, "the old service left its window behind"
-    finally:
-        raw.close()
-    old_window.close()
-    old.wait(30)
-    assert len(services_under(tmp_path)) == 1
+    return old
 
 
 def _old_window(settings: Settings) -> socket.socket:

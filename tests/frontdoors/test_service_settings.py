@@ -89,7 +89,8 @@ def test_a_store_uri_of_its_own_is_never_answered_by_the_default_service(
     assert [h["title"] for h in json.loads(recalled.stdout)["results"]] == [OTHER["title"]]
     same = mtl(settings.home, "recall", OTHER["content"], "--json")  # the service's own store
     assert [h["title"] for h in json.loads(same.stdout)["results"]] == [LESSON["title"]]
-    assert len(services_under(tmp_path)) == 1  # the CLI never starts a service
+    # `add` started a service of its own settings for the other store, as a window would.
+    assert len(services_under(tmp_path)) == 2
 
 
 def test_another_dedup_threshold_is_applied_not_the_services(settings: Settings) -> None:
@@ -214,7 +215,7 @@ def test_a_service_of_the_old_layout_is_never_used_but_is_stopped(
     settings: Settings, tmp_path: Path
 ) -> None:
     """A 0.2 service (at `<home>/run/service.sock`) serving another store: a new CLI does
-    not ask it, `service status` shows it, `service stop` stops it."""
+    not ask it (it starts its own), `service status` shows it, `service stop` stops it."""
     other = tmp_path / "other-store"
     Memory(load_settings(settings.home, store_uri=str(other))).record([OTHER])
     Memory(settings).record([LESSON])
@@ -228,7 +229,8 @@ def test_a_service_of_the_old_layout_is_never_used_but_is_stopped(
     recalled = mtl(settings.home, "recall", PLAN, "--json")
     assert [h["title"] for h in json.loads(recalled.stdout)["results"]] == [LESSON["title"]]
     listed = json.loads(mtl(settings.home, "service", "status", "--json").stdout)["services"]
-    assert [(s["pid"], s["current"]) for s in listed] == [(old.pid, False)]
+    assert [(s["pid"], s["current"]) for s in listed if s["key"] is None] == [(old.pid, False)]
+    assert [s["current"] for s in listed if s["key"] is not None] == [True]  # the CLI's own
     assert mtl(settings.home, "service", "stop").returncode == 0
     assert old.wait(30) == 0
 

@@ -57,7 +57,7 @@ def test_a_lesson_that_misled_a_plan_is_left_out_of_plans_like_it_only(store: Me
     )
     similar = "Pin the clock in the failing date test, fix the month range, then rerun."
     assert wrong.id not in {h.id for h in store.recall(similar, k=5)}
-    feedback = store.loop.feedback()
+    feedback = store.loop.feedback(store.embedder.name, store.embedder.dim)
     assert feedback is not None
     assert str(wrong.id) in feedback.suppressed(plan_vector(store.embedder, similar, split=True))
     # A plan of another kind (cosine ~0 with the dates plan) does not leave it out.

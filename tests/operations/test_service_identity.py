@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from mtl_mcp.config import Settings, load_settings
-from mtl_mcp.operations.service import PROCESS_SETTINGS, Rendezvous, fingerprint
+from mtl_mcp.operations.service import PROCESS_SETTINGS, Rendezvous, fingerprint, fingerprint_0_3
 
 S3 = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_ENDPOINT": "http://x"}
 
@@ -65,3 +65,45 @@ def test_the_rendezvous_is_named_by_the_key_and_holds_no_secret(tmp_path: Path) 
     assert rendezvous.socket_path == settings.home / "run" / rendezvous.key / "service.sock"
     assert "secret" not in str(rendezvous.socket_path)
     assert rendezvous.log_file == settings.home / "logs" / "service.log"
+
+
+@dataclass(frozen=True)
+class LaterSettings(Settings):
+    """The settings of a later release: one more setting, with its default."""
+
+    a_later_setting: float = 0.5
+
+
+def test_a_setting_a_later_release_adds_keeps_the_fingerprint_at_its_default(
+    tmp_path: Path,
+) -> None:
+    """A release that adds a setting gives the same configuration the same fingerprint, so
+    its service takes over from the older one instead of starting beside it; set to
+    anything but its default, the new setting splits the service."""
+    home = tmp_path / "home"
+    assert fingerprint(LaterSettings(home=home), {}) == fingerprint(Settings(home=home), {})
+    assert fingerprint(LaterSettings(home=home, a_later_setting=0.7), {}) != fingerprint(
+        Settings(home=home), {}
+    )
+    chosen = {"dedup_threshold": 0.9, "team_uri": "/pool"}
+    assert fingerprint(LaterSettings(home=home, **chosen), {}) == fingerprint(
+        Settings(home=home, **chosen), {}
+    )
+
+
+def test_the_0_3_fingerprint_is_the_one_0_3_computed() -> None:
+    """Where a 0.3 service of the same settings listens (hashes computed by 0.3's own
+    `fingerprint`, commit 30ea2e3), so that this release can take over from it."""
+    env = {"AWS_REGION": "x"}
+    assert fingerprint_0_3(Settings(home=Path("/h")), env) == (
+        "71a87897956a90c450a2614decb1e6bb1eefc849c2b84d33c42a0ff58fa6de94"
+    )
+    pooled = Settings(home=Path("/h"), team_uri="s3://b/p", dedup_threshold=0.9)
+    assert fingerprint_0_3(pooled, env) == (
+        "bb1dd2969414644c00d329717562117296dff7aaa990d9f68f3075581e60a0ea"
+    )
+    legacy = fingerprint_0_3(pooled)  # in this process's environment
+    assert [(r.key, r.fingerprint) for r in Rendezvous.predecessors(pooled)] == [
+        ("", None),
+        (legacy[:12], legacy),
+    ]

@@ -34,8 +34,9 @@ def test_the_ledger_is_owner_only_and_answers_by_session_and_by_insight(tmp_path
     ledger.add_verdicts(
         [VerdictEntry(session_id="s1", insight="ins_a", verdict="misled", mode="misapplied")],
         [vector],
+        "mtl-mcp/all-MiniLM-L6-v2-int8",
     )
-    [(entry, stored)] = ledger.verdict_vectors()
+    [(entry, stored)] = ledger.verdict_vectors("mtl-mcp/all-MiniLM-L6-v2-int8", 384)
     assert (entry.verdict, entry.mode) == ("misled", "misapplied")
     assert stored is not None and np.array_equal(stored, vector)
     assert ledger.figures()["verdicts"] == {"misled:misapplied": 1}
