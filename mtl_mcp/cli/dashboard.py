@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from mtl_mcp.cli.app import common, settings
+
+if TYPE_CHECKING:
+    from mtl_mcp.config import Settings
+    from mtl_mcp.dashboard.run import Links
 
 
 @click.command()
@@ -18,23 +24,34 @@ from mtl_mcp.cli.app import common, settings
     default=0,
     help="Port on 127.0.0.1 (default: a free one).",
 )
-@click.option("--no-browser", is_flag=True, help="Print the URL; do not open a browser.")
+@click.option("--no-browser", is_flag=True, help="Print the link; do not open a browser.")
 def ui(port: int, no_browser: bool) -> None:
     """Open the dashboard in your browser: browse, search, try a plan, curate.
 
-    It listens on 127.0.0.1 only and prints its URL with this launch's secret token; the
-    page works only with it. It runs inside the warm service, over the memory the service
-    holds (one model, no second copy), and closes when this command stops (Ctrl-C).
+    It listens on 127.0.0.1 only. It prints a one-time link (it opens one browser tab, once,
+    within 5 minutes) and opens the browser through a private file, so no secret is on a
+    command line. It runs inside the warm service, over the memory the service holds (one
+    model, no second copy), and closes when this command stops (Ctrl-C). Run it again while
+    it is open for a new link to the same dashboard (another tab or browser).
     """
     from mtl_mcp.dashboard import run
 
     config = settings()
-    held = run.from_service(config, port) if config.service else None
-    if held is not None:
-        sock, url = held
-        _announce(url, no_browser)
-        with contextlib.suppress(KeyboardInterrupt):
-            run.hold(sock)
+    made: list[Path] = []  # the launch files, removed when the dashboard closes
+    found = run.from_service(config, port, not no_browser) if config.service else None
+    if found is not None:
+        opened = _announce(found, config, made)
+        if found.held is None:
+            click.echo("(a new link to the dashboard another `mtl-mcp ui` keeps open)", err=True)
+            if opened is not None:
+                opened.join(10.0)  # the browser is told before this command ends
+            return
+        click.echo("Press Ctrl-C to close it.", err=True)
+        try:
+            with contextlib.suppress(KeyboardInterrupt):
+                run.hold(found.held)
+        finally:
+            _remove(made)
         return
     why = "MTL_MCP_SERVICE is off" if not config.service else "the shared service cannot start"
     click.echo(f"mtl-mcp: serving the dashboard in this process ({why})", err=True)
@@ -42,18 +59,36 @@ def ui(port: int, no_browser: bool) -> None:
 
     keeper = MemoryKeeper(config)
     keeper.start_warming()
-    with run.in_process(keeper, port) as (url, serve):
-        _announce(url, no_browser)
-        serve()
+    with run.in_process(keeper, port, not no_browser) as (found, serve):
+        _announce(found, config, made)
+        click.echo("Press Ctrl-C to close it.", err=True)
+        try:
+            serve()
+        finally:
+            _remove(made)
 
 
-def _announce(url: str, no_browser: bool) -> None:
-    click.echo(f"mtl-mcp dashboard: {url}")
-    click.echo("Press Ctrl-C to close it.", err=True)
-    if not no_browser:
-        import webbrowser
+def _announce(found: Links, config: Settings, made: list[Path]) -> threading.Thread | None:
+    """Print the link; open the browser on its own one (in the background: a browser may
+    take a while to start), through a launch file put in `made`."""
+    click.echo(f"mtl-mcp dashboard: {found.url}")
+    if found.browser_url is None:
+        return None
+    from mtl_mcp.dashboard.run import open_browser
 
-        threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
+    def opening(url: str) -> None:
+        with contextlib.suppress(OSError):  # no browser: the printed link is there
+            made.append(open_browser(url, config))
+
+    thread = threading.Thread(target=opening, args=(found.browser_url,), daemon=True)
+    thread.start()
+    return thread
+
+
+def _remove(made: list[Path]) -> None:
+    for path in made:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 COMMANDS = [ui]

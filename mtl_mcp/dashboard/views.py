@@ -7,6 +7,7 @@ store URI or a path of the data directory.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
@@ -93,6 +94,30 @@ def _replaced(value: Any, redacted: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_replaced(v, redacted) for v in value]
     return value
+
+
+def without_paths(value: Any, settings: Settings) -> Any:
+    """`value`, JSON-ready, with the data directory and local stores named in words: an
+    error or a share's reasons may name them (the page is told what, never where)."""
+    stores = ((settings.store_uri, "<store>"), (settings.team_uri, "<team pool>"))
+    places = {uri: word for uri, word in stores if uri and "://" not in uri}
+    places[str(settings.home)] = "<data directory>"
+    for path in list(places):
+        places.setdefault(os.path.realpath(path), places[path])
+    order = sorted(places, key=len, reverse=True)  # the longest first: a store in the home
+
+    def scrub(item: Any) -> Any:
+        if isinstance(item, str):
+            for path in order:
+                item = item.replace(path, places[path])
+            return item
+        if isinstance(item, dict):
+            return {k: scrub(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [scrub(v) for v in item]
+        return item
+
+    return scrub(_plain(value))
 
 
 def listed(insights: list[Insight]) -> list[dict[str, Any]]:
