@@ -120,7 +120,7 @@ def build_app(source: MemorySource, launch: Launch, changes: Changes) -> ASGIApp
     async def body(request: Request) -> dict[str, Any]:
         try:
             data = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
             return {}
         return data if isinstance(data, dict) else {}
 

@@ -24,10 +24,11 @@ Every request passes these checks, in this order, before any route runs:
 3. **Origin.** A request that names an Origin must name the dashboard's own
    (`http://<host>:<port>`), and a mutation (every POST) must name it: 403 otherwise. A
    `Sec-Fetch-Site` other than same-origin or none is refused the same way, except for
-   opening the page itself (a navigation to `/`: the launch file is another site).
+   opening the page itself (a navigation to `/`: the launch file is another site). A POST
+   must give a Content-Length of at most BODY_MAX (411, 413).
 4. **Session.** Everything but the page's own files (`/`, `/static/...`: code, no memory)
-   and the code's exchange needs the session secret in SESSION_HEADER, compared in
-   constant time: 401 otherwise.
+   and the code's exchange needs the session secret in SESSION_HEADER (once), compared
+   in constant time: 401 otherwise.
 
 Every response carries a strict Content-Security-Policy (scripts, styles and connections
 from the dashboard itself only; `frame-ancestors 'none'`), `nosniff`, `no-referrer` and
@@ -64,6 +65,7 @@ SAFE_METHODS = ("GET", "HEAD")
 STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
 PAGE_PATHS = frozenset({"/", *(f"/static/{name}" for name in STATIC_FILES)})
 SESSION_HEADER = "x-mtl-session"
+BODY_MAX = 1 << 20  # a plan is 4,000 characters at most; an edit, a few fields
 EXCHANGE = "/api/session"  # POST {"code": ...} -> the session secret
 CODE_SECONDS = 300.0  # a link not opened by then is dead: `mtl-mcp ui` prints a new one
 CODES_MAX = 32  # links outstanding at once; the oldest goes first
@@ -158,11 +160,27 @@ class Guard:
         if method == "POST" and origin is None:
             await _refuse(send, 403, "a change must come from the dashboard's own page")
             return
+        if method == "POST" and (refusal := _body_refusal(headers)):
+            await _refuse(send, *refusal)
+            return
         exchange = method == "POST" and path == EXCHANGE
-        if not (page or exchange or _same(headers.get(SESSION_HEADER), self.launch.session)):
+        sessions = [v for k, v in scope["headers"] if k.lower() == SESSION_HEADER.encode()]
+        supplied = sessions[0].decode("latin-1") if len(sessions) == 1 else None  # not two
+        if not (page or exchange or _same(supplied, self.launch.session)):
             await _refuse(send, 401, f"this tab has no session of this dashboard: {NEW_LINK}")
             return
         await self.app(scope, receive, _with_headers(send))
+
+
+def _body_refusal(headers: dict[str, str]) -> tuple[int, str] | None:
+    """Why a POST's body is not read, if it is not: it must say its length (a browser's
+    fetch does), and that length must be at most BODY_MAX."""
+    length = headers.get("content-length", "")
+    if "transfer-encoding" in headers or not length.isdigit():
+        return 411, "a request with a body must give its Content-Length"
+    if int(length) > BODY_MAX:
+        return 413, f"a request's body may be {BODY_MAX >> 20} MB at most"
+    return None
 
 
 def _same(supplied: str | None, secret: str) -> bool:

@@ -10,8 +10,8 @@ the richer. So the dashboard accepts its own connections, one at a time:
   503 and closed at once, so it holds a descriptor for an instant;
 - a connection must send a whole request head within HEAD_SECONDS of opening, or of the
   last answer, or it is closed (a slow-loris gets nowhere); an idle one between requests
-  goes after KEEP_ALIVE_SECONDS; a head may be at most HEAD_BYTES_MAX (the cookies other
-  apps leave for 127.0.0.1 fit);
+  goes after KEEP_ALIVE_SECONDS; a head still incomplete past HEAD_BYTES_MAX is refused
+  (the cookies other apps leave for 127.0.0.1 fit);
 - what is refused, and what the HTTP parser rejects, is logged at most once per
   FLOOD_LOG_SECONDS, with a count: a flood is one line a minute, not a log that fills the
   disk.

@@ -264,7 +264,6 @@ def test_every_control_has_a_label_and_the_keyboard_reaches_the_pages(
     page.wait_for_selector("#plan")
 
 
-
 def test_a_reload_keeps_the_tab_signed_in_and_a_new_tab_needs_a_new_link(
     page: Any, browser: Any, dashboard: Dashboard
 ) -> None:
