@@ -129,10 +129,12 @@ def test_a_bad_request_gets_its_answer_and_nothing_breaks(dashboard: Dashboard, 
 
 
 def test_the_log_holds_no_traceback_and_few_lines(dashboard: Dashboard) -> None:
-    """After every row above (and again here), the service's log has no traceback, and
-    the parser's complaints are a line each at most."""
+    """After every row above (and again here), the service's log has no traceback, no
+    code and no session, and the parser's complaints are a line each at most."""
     for row in ROWS:
         status_of(dashboard, row.request, "unused")
     log = (dashboard.home / "logs" / "service.log").read_text()
     assert "Traceback" not in log
+    assert dashboard.session not in log
+    assert code_of(dashboard.url) not in log
     assert log.count("Invalid HTTP request received.") <= 1
