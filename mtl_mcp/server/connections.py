@@ -147,10 +147,11 @@ async def _accept(
     while True:
         try:
             stream = await listener.accept()
-        except OSError as exc:
-            if exc.errno not in OUT_OF_FILES:
+        except (OSError, anyio.BrokenResourceError) as exc:
+            cause = exc if isinstance(exc, OSError) else exc.__cause__  # anyio wraps it
+            if not isinstance(cause, OSError) or cause.errno not in OUT_OF_FILES:
                 raise
-            starved.note(f" ({exc.strerror})")
+            starved.note(f" ({cause.strerror})")
             await anyio.sleep(0.1)  # until its connections free some
             continue
         tasks.start_soon(handle, stream)

@@ -247,17 +247,27 @@ def test_the_service_outlasts_running_out_of_file_descriptors(tmp_path: Path) ->
     settings = load_settings(home)
     try:
         wait_until(lambda: ServiceMemory.running(settings) is not None, seconds=60)
+        assert ServiceMemory(settings).recall(PLAN, k=3) == []  # warm: its files are open
         rendezvous = str(home / "run")
         path = next(Path(rendezvous).glob("*/service.sock"))
-        held = []
-        for _ in range(300):
+        held: list[socket.socket] = []
+        deadline = time.monotonic() + 20
+        while len(held) < 300 and time.monotonic() < deadline:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.setblocking(False)
-            with contextlib.suppress(BlockingIOError, InterruptedError):
+            try:
                 sock.connect(str(path))
+            except BlockingIOError:  # its backlog is full: it is busy accepting, or cannot
+                sock.close()
+                time.sleep(0.01)
+                continue
+            except OSError:  # the socket is gone: the service with it
+                sock.close()
+                break
             held.append(sock)
         time.sleep(3)  # it has met its limit
         assert service.poll() is None
+        assert path.exists()
         for sock in held:
             sock.close()
         assert wait_until(lambda: ServiceMemory.running(settings) is not None, seconds=60)

@@ -221,6 +221,36 @@ def test_another_origin_the_browser_visits_cannot_read_or_change_the_memory(
         recorder.server_close()
 
 
+def test_the_cookies_other_apps_leave_do_not_lock_you_out(
+    mapped: Any, dashboard: Dashboard
+) -> None:
+    """A page on another port leaves odd cookies for 127.0.0.1 (the one that locked users
+    out: `prefs={"theme":"dark"}`); then a link opens the dashboard, and a reload keeps it."""
+    link = another_link(dashboard)
+    cookies = [c.replace("{port}", str(urlsplit(link).port)) for c in ODD_COOKIES]
+    setter = (
+        f"<!doctype html><title>other</title><script>for (const c of {json.dumps(cookies)})"
+        " document.cookie = c + '; path=/'; fetch('/report', {method: 'POST', body: '[]'});"
+        "</script>"
+    )
+    recorder = Recorder(setter)
+    threading.Thread(target=recorder.serve_forever, daemon=True).start()
+    context = mapped.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(f"http://127.0.0.1:{recorder.server_address[1]}/attack")
+        assert recorder.reported.wait(30)
+        assert len(context.cookies("http://127.0.0.1/")) >= 5
+        tab.goto(link)
+        tab.wait_for_selector(TABLE)
+        tab.reload()
+        tab.wait_for_selector(TABLE)
+    finally:
+        context.close()
+        recorder.shutdown()
+        recorder.server_close()
+
+
 def test_a_dns_rebinding_page_gets_nothing(mapped: Any, dashboard: Dashboard) -> None:
     """A page whose own name now resolves to 127.0.0.1, on the dashboard's port: the page,
     the API and a code's exchange are all refused (421), and the code still works."""
