@@ -161,17 +161,7 @@ def launch_file(url: str, settings: Settings) -> Path:
     """A page only the owner can read (0600, in the data directory's 0700 run folder, or a
     private temporary folder where that cannot be written) that sends the browser on to
     `url`: opened on it, the browser's command line, which every user of the machine can
-    read, names only this file. Older such pages are removed (their links are dead)."""
-    try:
-        folder = settings.home / "run"
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(folder, 0o700)
-    except OSError:
-        folder = Path(tempfile.mkdtemp(prefix="mtl-mcp-ui-"))
-    for old in folder.glob(LAUNCH_FILES):
-        with contextlib.suppress(OSError):
-            if time.time() - old.stat().st_mtime > CODE_SECONDS:
-                old.unlink()
+    read, names only this file."""
     target = html.escape(url, quote=True)
     page = (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -180,6 +170,21 @@ def launch_file(url: str, settings: Settings) -> Path:
         "<title>mtl-mcp dashboard</title></head>\n"
         f'<body><p><a href="{target}">Open the mtl-mcp dashboard</a></p></body></html>\n'
     )
+    try:
+        return _private_page(settings.home / "run", page)
+    except OSError:  # a read-only data directory
+        return _private_page(Path(tempfile.mkdtemp(prefix="mtl-mcp-ui-")), page)
+
+
+def _private_page(folder: Path, page: str) -> Path:
+    """`page` in a new 0600 file of `folder` (made 0700); older launch files there, whose
+    links are dead by now, are removed."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    for old in folder.glob(LAUNCH_FILES):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > CODE_SECONDS:
+                old.unlink()
     path = folder / LAUNCH_FILES.replace("*", secrets.token_hex(8))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
