@@ -113,8 +113,8 @@ def build_app(source: MemorySource, launch: Launch, changes: Changes) -> ASGIApp
             result = await run(work)
         except MtlError as exc:
             code = next((c for kind, c in _STATUS.items() if isinstance(exc, kind)), 500)
-            shown = views.without_paths(str(exc), source.settings)
-            return JSONResponse({"error": views.shown(shown)}, status_code=code)
+            told = views.told(str(exc), source.settings)
+            return JSONResponse({"error": views.shown(told)}, status_code=code)
         return JSONResponse(result, status_code=status)
 
     async def body(request: Request) -> dict[str, Any]:
