@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -12,7 +11,6 @@ import click
 from mtl_mcp.cli.app import common, settings
 
 if TYPE_CHECKING:
-    from mtl_mcp.config import Settings
     from mtl_mcp.dashboard.run import Links
 
 
@@ -37,21 +35,17 @@ def ui(port: int, no_browser: bool) -> None:
     from mtl_mcp.dashboard import run
 
     config = settings()
-    made: list[Path] = []  # the launch files, removed when the dashboard closes
     found = run.from_service(config, port, not no_browser) if config.service else None
     if found is not None:
-        opened = _announce(found, config, made)
+        opened = _announce(found)
         if found.held is None:
             click.echo("(a new link to the dashboard another `mtl-mcp ui` keeps open)", err=True)
             if opened is not None:
                 opened.join(10.0)  # the browser is told before this command ends
             return
         click.echo("Press Ctrl-C to close it.", err=True)
-        try:
-            with contextlib.suppress(KeyboardInterrupt):
-                run.hold(found.held)
-        finally:
-            _remove(made)
+        with contextlib.suppress(KeyboardInterrupt):
+            run.hold(found.held)
         return
     why = "MTL_MCP_SERVICE is off" if not config.service else "the shared service cannot start"
     click.echo(f"mtl-mcp: serving the dashboard in this process ({why})", err=True)
@@ -60,35 +54,26 @@ def ui(port: int, no_browser: bool) -> None:
     keeper = MemoryKeeper(config)
     keeper.start_warming()
     with run.in_process(keeper, port, not no_browser) as (found, serve):
-        _announce(found, config, made)
+        _announce(found)
         click.echo("Press Ctrl-C to close it.", err=True)
-        try:
-            serve()
-        finally:
-            _remove(made)
+        serve()
 
 
-def _announce(found: Links, config: Settings, made: list[Path]) -> threading.Thread | None:
-    """Print the link; open the browser on its own one (in the background: a browser may
-    take a while to start), through a launch file put in `made`."""
+def _announce(found: Links) -> threading.Thread | None:
+    """Print the link; open the browser on its launch file (in the background: a browser
+    may take a while to start)."""
     click.echo(f"mtl-mcp dashboard: {found.url}")
-    if found.browser_url is None:
+    if found.browser_file is None:
         return None
     from mtl_mcp.dashboard.run import open_browser
 
-    def opening(url: str) -> None:
+    def opening(launch_file: str) -> None:
         with contextlib.suppress(OSError):  # no browser: the printed link is there
-            made.append(open_browser(url, config))
+            open_browser(launch_file)
 
-    thread = threading.Thread(target=opening, args=(found.browser_url,), daemon=True)
+    thread = threading.Thread(target=opening, args=(found.browser_file,), daemon=True)
     thread.start()
     return thread
-
-
-def _remove(made: list[Path]) -> None:
-    for path in made:
-        with contextlib.suppress(OSError):
-            path.unlink()
 
 
 COMMANDS = [ui]

@@ -5,8 +5,8 @@ this machine that the browser visits would receive one. Instead:
 
 - **A one-time launch code.** `mtl-mcp ui` mints a code for each link it prints or opens
   (`/?code=`): it works once, for CODE_SECONDS at most, and only to start a session. The
-  browser is opened on a private file that holds it (`run.open_browser`), never with it on
-  its command line.
+  browser is opened on a private file that holds it (`run.launch_file`), never with it on
+  its command line, and the file goes when the code dies.
 - **A session secret held by the page.** The page trades the code for this launch's
   session secret (`POST /api/session`), keeps it in the tab's `sessionStorage` (which only
   the dashboard's own origin, port included, can read), and sends it in SESSION_HEADER on
@@ -37,12 +37,14 @@ from the dashboard itself only; `frame-ancestors 'none'`), `nosniff`, `no-referr
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -69,6 +71,8 @@ BODY_MAX = 1 << 20  # a plan is 4,000 characters at most; an edit, a few fields
 EXCHANGE = "/api/session"  # POST {"code": ...} -> the session secret
 CODE_SECONDS = 300.0  # a link not opened by then is dead: `mtl-mcp ui` prints a new one
 CODES_MAX = 32  # links outstanding at once; the oldest goes first
+# What a code's death sets off (its launch file removed); its OSError is ignored.
+Spent = Callable[[], object]
 NEW_LINK = "run `mtl-mcp ui` again: it prints a new one-time link to this dashboard"
 
 
@@ -93,21 +97,26 @@ def split_host(value: str) -> tuple[str, int | None]:
 
 
 class Launch:
-    """One dashboard's secrets: the session secret, and the one-time codes that give it."""
+    """One dashboard's secrets: the session secret, and the one-time codes that give it.
+
+    A code may come with `spent`, called once when the code dies (used, expired, pushed
+    out, or the dashboard closed): the launch file that holds it goes with it.
+    """
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.session = secrets.token_urlsafe(32)
-        self._codes: dict[str, float] = {}  # code -> when it expires (monotonic)
+        self._codes: dict[str, tuple[float, Spent]] = {}  # code -> (expiry, monotonic; spent)
         self._lock = threading.Lock()  # minted by the CLI's thread, redeemed by the loop
 
-    def new_code(self) -> str:
+    def new_code(self, spent: Spent | None = None) -> str:
         code = secrets.token_urlsafe(32)
         with self._lock:
-            self._drop_expired()
+            dead = self._expired()
             while len(self._codes) >= CODES_MAX:
-                del self._codes[next(iter(self._codes))]
-            self._codes[code] = time.monotonic() + CODE_SECONDS
+                dead.append(self._codes.pop(next(iter(self._codes)))[1])
+            self._codes[code] = (time.monotonic() + CODE_SECONDS, spent or _nothing)
+        _call(dead)
         return code
 
     def redeem(self, code: object) -> bool:
@@ -115,17 +124,34 @@ class Launch:
         if not isinstance(code, str):
             return False
         with self._lock:
-            self._drop_expired()
+            dead = self._expired()
             found = next((known for known in self._codes if _same(code, known)), None)
-            if found is None:
-                return False
-            del self._codes[found]
-        return True
+            if found is not None:
+                dead.append(self._codes.pop(found)[1])
+        _call(dead)
+        return found is not None
 
-    def _drop_expired(self) -> None:
+    def close(self) -> None:
+        """Every code dies: the dashboard closes."""
+        with self._lock:
+            dead = [spent for _, spent in self._codes.values()]
+            self._codes.clear()
+        _call(dead)
+
+    def _expired(self) -> list[Spent]:
         now = time.monotonic()
-        for code in [c for c, expires in self._codes.items() if expires <= now]:
-            del self._codes[code]
+        gone = [c for c, (expires, _) in self._codes.items() if expires <= now]
+        return [self._codes.pop(code)[1] for code in gone]
+
+
+def _nothing() -> None:
+    pass
+
+
+def _call(dead: list[Spent]) -> None:
+    for spent in dead:
+        with contextlib.suppress(OSError):  # a launch file already gone
+            spent()
 
 
 class Guard:

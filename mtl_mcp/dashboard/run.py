@@ -12,8 +12,10 @@ open one (for another tab or browser) and ends at once. Where no service can run
 itself, over its own memory.
 
 The hello is `{"kind": "ui", "port": N, "browser": bool}`; its answer is two lines:
-`{"ok": true, ...}` (the service took the request), then `{"url": ..., "browser_url": ...,
-"shared": bool}` or `{"error": ...}` (the port was taken, say).
+`{"ok": true, ...}` (the service took the request), then `{"url": ..., "browser_file": ...,
+"shared": bool}` or `{"error": ...}` (the port was taken, say). `browser_file` is the launch
+file the browser is to be opened on (None without "browser"): the dashboard writes it, and
+removes it once its code is dead (used, expired, or the dashboard closed).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import anyio.abc
 
 from mtl_mcp.config import Settings, map_big_blocks_alone
 from mtl_mcp.dashboard.api import Changes, MemorySource, build_app
-from mtl_mcp.dashboard.guard import CODE_SECONDS, Launch
+from mtl_mcp.dashboard.guard import CODE_SECONDS, Launch, Spent
 from mtl_mcp.errors import ConfigError, MtlError
 
 if TYPE_CHECKING:
@@ -71,24 +73,32 @@ def listen(port: int) -> socket.socket:
     return sock
 
 
-def link(launch: Launch) -> str:
+def link(launch: Launch, spent: Spent | None = None) -> str:
     """A new one-time link to the dashboard of `launch`."""
-    return f"http://{HOST}:{launch.port}/?code={launch.new_code()}"
+    return f"http://{HOST}:{launch.port}/?code={launch.new_code(spent)}"
 
 
 @dataclass
 class Links:
-    """What `mtl-mcp ui` got: the link it prints, the browser's own (None with
-    --no-browser), and the connection that keeps the dashboard open (None when another
-    `mtl-mcp ui` keeps it)."""
+    """What `mtl-mcp ui` got: the link it prints, the launch file to open the browser on
+    (None with --no-browser, or where none could be written), and the connection that
+    keeps the dashboard open (None when another `mtl-mcp ui` keeps it)."""
 
     url: str
-    browser_url: str | None = None
+    browser_file: str | None = None
     held: socket.socket | None = None
 
 
-def links(launch: Launch, browser: bool) -> dict[str, Any]:
-    return {"url": link(launch), "browser_url": link(launch) if browser else None}
+def links(launch: Launch, browser: bool, settings: Settings) -> dict[str, Any]:
+    """A link to print and, for the browser, a launch file holding another: the file goes
+    when its code dies."""
+    found: dict[str, Any] = {"url": link(launch), "browser_file": None}
+    if browser:
+        with contextlib.suppress(OSError):  # no file: the printed link is there
+            path = launch_file(settings)
+            path.write(link(launch, path.remove))
+            found["browser_file"] = str(path.path)
+    return found
 
 
 def _server(app: Any) -> uvicorn.Server:
@@ -157,28 +167,46 @@ async def serve_until(
 # -- the browser ----------------------------------------------------------------------------
 
 
-def launch_file(url: str, settings: Settings) -> Path:
-    """A page only the owner can read (0600, in the data directory's 0700 run folder, or a
-    private temporary folder where that cannot be written) that sends the browser on to
-    `url`: opened on it, the browser's command line, which every user of the machine can
-    read, names only this file."""
-    target = html.escape(url, quote=True)
-    page = (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
-        '<meta name="referrer" content="no-referrer">\n'
-        f'<meta http-equiv="refresh" content="0;url={target}">\n'
-        "<title>mtl-mcp dashboard</title></head>\n"
-        f'<body><p><a href="{target}">Open the mtl-mcp dashboard</a></p></body></html>\n'
-    )
+@dataclass
+class LaunchFile:
+    """A page only the owner can read that sends the browser on to a link: opened on it,
+    the browser's command line, which every user of the machine can read, names only this
+    file. It is made empty (0600, O_EXCL) before the link is minted, so that the link's
+    code can take the file with it when it dies."""
+
+    path: Path
+    temporary: bool  # in a folder of its own, removed with it
+
+    def write(self, url: str) -> None:
+        target = html.escape(url, quote=True)
+        self.path.write_text(
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            '<meta name="referrer" content="no-referrer">\n'
+            f'<meta http-equiv="refresh" content="0;url={target}">\n'
+            "<title>mtl-mcp dashboard</title></head>\n"
+            f'<body><p><a href="{target}">Open the mtl-mcp dashboard</a></p></body></html>\n',
+            encoding="utf-8",
+        )
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        if self.temporary:
+            self.path.parent.rmdir()
+
+
+def launch_file(settings: Settings) -> LaunchFile:
+    """A new launch file, in the data directory's 0700 run folder, or in a private
+    temporary folder where that cannot be written (a read-only data directory)."""
     try:
-        return _private_page(settings.home / "run", page)
-    except OSError:  # a read-only data directory
-        return _private_page(Path(tempfile.mkdtemp(prefix="mtl-mcp-ui-")), page)
+        return LaunchFile(_private_file(settings.home / "run"), temporary=False)
+    except OSError:
+        folder = Path(tempfile.mkdtemp(prefix="mtl-mcp-ui-"))
+        return LaunchFile(_private_file(folder), temporary=True)
 
 
-def _private_page(folder: Path, page: str) -> Path:
-    """`page` in a new 0600 file of `folder` (made 0700); older launch files there, whose
-    links are dead by now, are removed."""
+def _private_file(folder: Path) -> Path:
+    """A new empty 0600 file in `folder` (made 0700); launch files left there by a
+    dashboard that did not close (a crash), whose links are dead by now, are removed."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     for old in folder.glob(LAUNCH_FILES):
@@ -186,20 +214,15 @@ def _private_page(folder: Path, page: str) -> Path:
             if time.time() - old.stat().st_mtime > CODE_SECONDS:
                 old.unlink()
     path = folder / LAUNCH_FILES.replace("*", secrets.token_hex(8))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(page)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     return path
 
 
-def open_browser(url: str, settings: Settings) -> Path:
-    """Open the default browser ($BROWSER, else the system's) on `url`, through a private
-    launch file (`launch_file`); the file's path, to remove once it is not needed."""
+def open_browser(launch_file: str) -> None:
+    """Open the default browser ($BROWSER, else the system's) on a launch file."""
     import webbrowser
 
-    path = launch_file(url, settings)
-    webbrowser.open(path.as_uri())
-    return path
+    webbrowser.open(Path(launch_file).as_uri())
 
 
 # -- inside the service ---------------------------------------------------------------------
@@ -222,7 +245,7 @@ class UiDoor:
         browser = hello.get("browser") is True
         shared = self.open.get(port) if port else next(iter(self.open.values()), None)
         if shared is not None:
-            await _send(stream, {**links(shared, browser), "shared": True})
+            await _send(stream, {**links(shared, browser, keeper.settings), "shared": True})
             return
         try:
             sock = listen(port)
@@ -233,7 +256,7 @@ class UiDoor:
         logger.info("dashboard listening on %s:%d", HOST, launch.port)  # never a code
 
         async def until_closed() -> None:
-            await _send(stream, {**links(launch, browser), "shared": False})
+            await _send(stream, {**links(launch, browser, keeper.settings), "shared": False})
             with contextlib.suppress(Exception):
                 while await stream.receive():
                     pass  # the command sends nothing; its closing ends the dashboard
@@ -243,6 +266,7 @@ class UiDoor:
             await serve_until(keeper, sock, launch, until_closed)
         finally:
             del self.open[launch.port]
+            launch.close()
             sock.close()
             logger.info("dashboard on port %d closed", launch.port)
 
@@ -273,9 +297,9 @@ def from_service(settings: Settings, port: int, browser: bool) -> Links | None:
         raise MtlError(str(answer.get("error") or "the service did not start the dashboard"))
     if answer.get("shared"):  # another `mtl-mcp ui` keeps it open
         sock.close()
-        return Links(str(answer["url"]), answer.get("browser_url"))
+        return Links(str(answer["url"]), answer.get("browser_file"))
     sock.settimeout(None)
-    return Links(str(answer["url"]), answer.get("browser_url"), sock)
+    return Links(str(answer["url"]), answer.get("browser_file"), sock)
 
 
 def hold(sock: socket.socket) -> None:
@@ -316,6 +340,7 @@ def in_process(
             anyio.run(serve_owned)
 
     try:
-        yield Links(**links(launch, browser)), serve
+        yield Links(**links(launch, browser, source.settings)), serve
     finally:
+        launch.close()
         sock.close()

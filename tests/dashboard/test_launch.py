@@ -86,7 +86,7 @@ def test_the_browser_is_opened_with_no_secret_on_its_command_line(
     """Without --no-browser, the browser ($BROWSER here, a script that does what a browser
     does) is started on a private launch file. Its command line, which every user can read
     in /proc, holds nothing that reads the memory; the file is the owner's alone; and the
-    browser opens the dashboard through it, once."""
+    browser opens the dashboard through it, once, and the file is gone."""
     env = {**dashboard.env, "BROWSER": f"{fake_browser(tmp_path)} %s", "DISPLAY": "",
            "FAKE_BROWSER_DIR": str(tmp_path)}  # fmt: skip
     process = subprocess.Popen(
@@ -127,6 +127,7 @@ def test_the_browser_is_opened_with_no_secret_on_its_command_line(
                                      (tmp_path / "done").read_text()))  # fmt: skip
         assert done["total"] == dashboard.cli_json("list", "--limit", "1")["total"]
         assert done["target"].startswith(f"{dashboard.base}/?code=")
+        assert not launch_file.exists()  # its code is used: it went with it
         out, err = process.communicate(timeout=30)
     finally:
         (tmp_path / "go").touch()  # the fake browser ends, and lets go of the pipes
@@ -160,3 +161,32 @@ def test_a_taken_port_is_a_clear_error(dashboard: Dashboard) -> None:
     assert "pick another --port" in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("writable", [True, False], ids=["data-dir", "read-only-data-dir"])
+def test_a_launch_file_nobody_opened_goes_when_the_dashboard_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writable: bool
+) -> None:
+    """The launch file of a link no browser opened (none started, say) is the owner's
+    alone while the dashboard runs, and is gone once it closes, with the private folder it
+    was put in where the data directory could not take it."""
+    from mtl_mcp.config import load_settings
+    from mtl_mcp.dashboard import run
+    from mtl_mcp.server.keeper import MemoryKeeper
+
+    settings = load_settings(tmp_path / "home")
+    if not writable:  # as root, permissions do not stop a write: the run folder is a file
+        settings.home.mkdir()
+        (settings.home / "run").write_text("")
+        monkeypatch.setattr(run.tempfile, "tempdir", str(tmp_path / "tmp"))
+        (tmp_path / "tmp").mkdir()
+    with run.in_process(MemoryKeeper(settings), 0, True) as (found, _):
+        assert found.browser_file is not None
+        launch_file = Path(found.browser_file)
+        assert stat.S_IMODE(launch_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(launch_file.parent.stat().st_mode) == 0o700
+        assert f"/?code={code_of(found.url)}" not in launch_file.read_text()  # its own code
+        assert "/?code=" in launch_file.read_text()
+    assert not launch_file.exists()
+    if not writable:
+        assert list((tmp_path / "tmp").iterdir()) == []

@@ -113,6 +113,37 @@ def test_a_code_expires_and_few_stay_outstanding(monkeypatch: pytest.MonkeyPatch
     assert all(launch.redeem(code) for code in codes[1:])
 
 
+def test_a_code_takes_its_launch_file_with_it_when_it_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What holds a code (its launch file) goes once the code is dead, whichever way it
+    dies: used, expired, pushed out by newer ones, or the dashboard closed. A wrong code
+    kills nothing."""
+    now = [1000.0]
+    monkeypatch.setattr(guard.time, "monotonic", lambda: now[0])
+    launch = Launch(8000)
+    dead: list[str] = []
+
+    def code(name: str) -> str:
+        return launch.new_code(lambda: dead.append(name))
+
+    used, expiring = code("used"), code("expired")
+    assert not launch.redeem("x" * 43)
+    assert dead == []
+    assert launch.redeem(used)
+    assert dead == ["used"]
+    now[0] += guard.CODE_SECONDS + 1
+    assert not launch.redeem(expiring)
+    assert dead == ["used", "expired"]
+    oldest = code("pushed out")
+    fresh = [code(f"fresh {n}") for n in range(guard.CODES_MAX)]
+    assert dead == ["used", "expired", "pushed out"]
+    assert not launch.redeem(oldest)
+    launch.close()
+    assert sorted(dead[3:]) == sorted(f"fresh {n}" for n in range(guard.CODES_MAX))
+    assert not any(launch.redeem(c) for c in fresh)
+
+
 def test_a_foreign_host_is_refused(dashboard: Dashboard) -> None:
     """DNS rebinding: a page whose own name now points at 127.0.0.1 sends that name."""
     for host in ("evil.example", f"evil.example:{dashboard.port}", "127.0.0.1:1", "10.0.0.1"):
