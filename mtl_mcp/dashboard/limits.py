@@ -8,10 +8,11 @@ the richer. So the dashboard accepts its own connections, one at a time:
 
 - at most CONNECTIONS_MAX open at once (a browser opens 6 per host); one more is answered
   503 and closed at once, so it holds a descriptor for an instant;
-- a connection must send a whole request head within HEAD_SECONDS of opening, or of the
-  last answer, or it is closed (a slow-loris gets nowhere); an idle one between requests
-  goes after KEEP_ALIVE_SECONDS; a head still incomplete past HEAD_BYTES_MAX is refused
-  (the cookies other apps leave for 127.0.0.1 fit);
+- a connection must send a whole request, head and body, within HEAD_SECONDS of opening,
+  or of the last answer, or it is closed (a slow-loris gets nowhere, nor does a body sent
+  a byte at a time to the code's exchange, which is open before any session); an idle one
+  between requests goes after KEEP_ALIVE_SECONDS; a head still incomplete past
+  HEAD_BYTES_MAX is refused (the cookies other apps leave for 127.0.0.1 fit);
 - what is refused, and what the HTTP parser rejects, is logged at most once per
   FLOOD_LOG_SECONDS, with a count: a flood is one line a minute, not a log that fills the
   disk.
@@ -69,7 +70,7 @@ def quiet_parser_log() -> None:
 
 
 class TimedH11(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request head."""
+    """uvicorn's HTTP/1.1 protocol with a deadline for receiving each request."""
 
     head_deadline: asyncio.TimerHandle | None = None
 
@@ -79,7 +80,7 @@ class TimedH11(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self._serving():
+        if not self._receiving():
             self._disarm()
 
     def on_response_complete(self) -> None:
@@ -91,8 +92,11 @@ class TimedH11(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def _serving(self) -> bool:
-        return self.cycle is not None and not self.cycle.response_complete
+    def _receiving(self) -> bool:
+        """Whether a request is still to come in whole: its head, or the rest of its body
+        (an answer already given does not end the wait for a body it left unread)."""
+        cycle = self.cycle
+        return cycle is None or cycle.response_complete or cycle.more_body
 
     def _arm(self) -> None:
         self._disarm()
@@ -105,7 +109,7 @@ class TimedH11(H11Protocol):
 
     def _too_slow(self) -> None:
         self.head_deadline = None
-        if not self._serving() and not self.transport.is_closing():
+        if self._receiving() and not self.transport.is_closing():
             self.transport.close()
 
 

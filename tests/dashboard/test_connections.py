@@ -207,12 +207,20 @@ def closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> 
 
 def test_idle_and_slow_connections_are_closed(dashboard: Dashboard) -> None:
     """A connection that sends nothing, one that trickles its request head a byte at a
-    time, and one left idle after an answer are all closed by the dashboard (well before
-    the minute allowed here); a request head of a megabyte is refused unread."""
+    time, one that trickles the body of a code's exchange (open before any session), and
+    one left idle after an answer are all closed by the dashboard (well before the minute
+    allowed here); a request head of a megabyte is refused unread."""
     head = f"GET /api/insights HTTP/1.1\r\nHost: 127.0.0.1:{dashboard.port}\r\n".encode()
-    for trickle in (b"", head + b"x-slow: " + b"z" * 200):
+    exchange = (
+        f"POST /api/session HTTP/1.1\r\nHost: 127.0.0.1:{dashboard.port}\r\n"
+        f"Origin: {dashboard.base}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\n\r\n"
+    ).encode()
+    for first, trickle in ((b"", b""), (b"", head + b"x-slow: " + b"z" * 200),
+                           (exchange, b'{"code": "' + b"c" * 990)):  # fmt: skip
         with socket.create_connection(("127.0.0.1", dashboard.port)) as sock:
-            assert closed_within(sock, 60.0, trickle), trickle[:20]
+            sock.sendall(first)
+            assert closed_within(sock, 60.0, trickle), (first + trickle)[:20]
     with socket.create_connection(("127.0.0.1", dashboard.port)) as sock:
         sock.sendall(head + b"\r\n")
         answer = sock.recv(65536)
