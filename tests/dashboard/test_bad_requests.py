@@ -1,8 +1,10 @@
 """Bad requests to the dashboard's door, one row per case, sent as raw bytes to a real
-`mtl-mcp ui`: odd and foreign cookies, duplicate and oversized headers, odd hosts and
-targets, codes of every wrong shape. Each gets its answer (never a server error), and the
-dashboard serves its page afterwards with nothing in the service's log but a line or two.
-The CLI, hooks and MCP tools have theirs in tests/frontdoors/test_bad_input.py."""
+`mtl-mcp ui`: odd, foreign, duplicate and oversized cookies; a session header missing,
+forged, doubled or out of place; odd hosts and targets; launch codes wrong, used or of
+every wrong shape. Each gets its answer (never a server error), and the dashboard serves
+its page afterwards with nothing in the service's log but a line or two. Slow and idle
+connections are in test_connections.py (they take time, not bytes). The CLI, hooks and
+MCP tools have theirs in tests/frontdoors/test_bad_input.py."""
 
 from __future__ import annotations
 
@@ -13,18 +15,20 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.dashboard.conftest import Dashboard, code_of
+from tests.dashboard.conftest import Dashboard, code_of, redeem
 
 pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)
 class Bad:
-    """One raw request: {host}, {origin}, {session} and {code} are filled in."""
+    """One raw request: {host}, {origin}, {session} and {code} (a new link's, or one
+    already traded when `used`) are filled in."""
 
     name: str
     request: bytes
     status: int
+    used: bool = False
 
 
 def get(path: str, *headers: str) -> bytes:
@@ -50,8 +54,21 @@ ROWS = [
     ),
     Bad("two Cookie headers", get("/", "Cookie: a=1", "Cookie: a=2"), 200),
     Bad("a 40 KB cookie", get("/api/insights", SESSION, "Cookie: big=" + "b" * 40_000), 200),
+    Bad("a cookie of 8-bit bytes", get("/api/insights", SESSION, "Cookie: a=\xe9\xff"), 200),
+    Bad("a cookie with a NUL", get("/", "Cookie: a=\x00"), 400),
     Bad("the session in a cookie", get("/api/insights", "Cookie: x-mtl-session={session}"), 401),
-    # the session header: exactly once, exactly right
+    # the session header: exactly once, exactly right, and nowhere else
+    Bad("no session", get("/api/insights"), 401),
+    Bad("no session for the live feed", get("/api/events"), 401),
+    Bad("a forged session", get("/api/insights", "x-mtl-session: " + "A" * 43), 401),
+    Bad("the session in the query", get("/api/insights?session={session}"), 401),
+    Bad(
+        "the session as a bearer token",
+        get("/api/insights", "Authorization: Bearer {session}"),
+        401,
+    ),
+    Bad("a code as the session", get("/api/insights", "x-mtl-session: {code}"), 401),
+    Bad("a code in an API call's query", get("/api/insights?code={code}"), 401),
     Bad("the session twice", get("/api/insights", SESSION, SESSION), 401),
     Bad(
         "a wrong session, then the right one",
@@ -77,6 +94,10 @@ ROWS = [
     Bad("a garbage request line", b"GARBAGE\r\n\r\n", 400),
     Bad("a megabyte of path", get("/" + "p" * (1 << 20)), 400),
     # the code's exchange
+    Bad("a used code", post("/api/session", b'{"code": "{code}"}'), 401, used=True),
+    Bad("a made-up code", post("/api/session", b'{"code": "' + b"x" * 43 + b'"}'), 401),
+    Bad("an empty code", post("/api/session", b'{"code": ""}'), 401),
+    Bad("a code with a space", post("/api/session", b'{"code": " {code}"}'), 401),
     Bad("a code of no JSON", post("/api/session", b"not json"), 401),
     Bad("a code that is a list", post("/api/session", b'{"code": ["{code}"]}'), 401),
     Bad("a lone surrogate", post("/api/session", b'{"code": "\\ud83d"}'), 401),
@@ -122,8 +143,10 @@ def status_of(dashboard: Dashboard, request: bytes, code: str) -> int:
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
 def test_a_bad_request_gets_its_answer_and_nothing_breaks(dashboard: Dashboard, row: Bad) -> None:
-    code = code_of(dashboard.new_link()) if b"{code}" in row.request else "unused"
-    assert status_of(dashboard, row.request, code) == row.status
+    link = dashboard.new_link() if b"{code}" in row.request else "?code=unused"
+    if row.used:
+        assert redeem(dashboard, link) == dashboard.session
+    assert status_of(dashboard, row.request, code_of(link)) == row.status
     with httpx.Client(base_url=dashboard.base, headers=dashboard.headers) as http:
         assert http.get("/api/insights").status_code == 200
 
