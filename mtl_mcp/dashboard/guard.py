@@ -10,8 +10,9 @@ this machine that the browser visits would receive one. Instead:
 - **A session secret held by the page.** The page trades the code for this launch's
   session secret (`POST /api/session`), keeps it in the tab's `sessionStorage` (which only
   the dashboard's own origin, port included, can read), and sends it in SESSION_HEADER on
-  every API call. A reload, or a tab the page opens, finds it there; another tab or
-  browser needs a new link (run `mtl-mcp ui` again). Browsers never attach the header by
+  every API call. A reload, Back and Forward find it there; another tab (a link of the
+  page opened in a new one included) or browser needs a new link (run `mtl-mcp ui`
+  again). Browsers never attach the header by
   themselves, and another origin cannot set it without a CORS preflight, which is refused,
   so it is the CSRF token too.
 

@@ -268,8 +268,9 @@ def test_a_reload_keeps_the_tab_signed_in_and_a_new_tab_needs_a_new_link(
     page: Any, browser: Any, dashboard: Dashboard
 ) -> None:
     """The link leaves the address bar at once; a reload, and Back from another page, keep
-    the session; a tab that has none, or a link used already, shows how to get a new link
-    and nothing of the memory; `mtl-mcp ui` again gives a link that opens."""
+    the session; a tab that has none (a link of the page opened in a new tab, too), or a
+    link used already, shows how to get a new link and nothing of the memory; `mtl-mcp ui`
+    again gives a link that opens."""
     assert "code=" not in page.url
     page.goto(f"{dashboard.base}/#/sessions")
     page.reload()
@@ -277,6 +278,11 @@ def test_a_reload_keeps_the_tab_signed_in_and_a_new_tab_needs_a_new_link(
     page.goto("about:blank")
     page.go_back()
     page.wait_for_selector("details.session")
+    with page.context.expect_page() as opened_tab:  # a link of the page, in a new tab
+        page.get_by_role("link", name="Browse").click(modifiers=["Control"])
+    new_tab = opened_tab.value
+    new_tab.get_by_role("heading", name="Open a new link to the dashboard").wait_for()
+    new_tab.close()
     link = dashboard.new_link()
     for opened, works in ((link, True), (link, False), (f"{dashboard.base}/", False)):
         context = browser.new_context()
