@@ -10,9 +10,9 @@ model, not the dashboard). Then, with the service and its dashboard running:
 - search and filter: `/api/insights` for a text search, a filter, both with a sort, and the
   first page; the server time is what the route itself took (`server_ms`), and the wall
   time of the HTTP round trip is reported beside it;
-- first page usable (smallest size and 10k): Chromium navigates to the dashboard (the cookie
-  already set, as on a reload) and the page marks `mtl-first-page-usable` once the browse
-  table is drawn; its time from navigation start is read from the Performance API;
+- first page usable (smallest size and 10k): Chromium navigates to the dashboard (the tab
+  signed in already, as on a reload) and the page marks `mtl-first-page-usable` once the
+  browse table is drawn; its time from navigation start is read from the Performance API;
 - plan preview: `/api/preview` round trips against recall through the service's own call
   door (`ServiceMemory.recall`, what `mtl-mcp recall` uses), for the same plans;
 - memory (10k): the service's resident memory warmed by recalls and a listing, then with the
@@ -42,6 +42,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import httpx
 
 from mtl_mcp.config import load_settings
+from mtl_mcp.dashboard.guard import SESSION_HEADER
 from mtl_mcp.server.calls import ServiceMemory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,9 +71,11 @@ def environment(home: Path, **extra: str) -> dict[str, str]:
 
 
 class Launched:
-    """`mtl-mcp ui --no-browser` for a data directory: its URL, cookie and an HTTP client."""
+    """`mtl-mcp ui --no-browser` for a data directory: its links, and an HTTP client with
+    the session a link gives, as the page holds it."""
 
     def __init__(self, home: Path, **extra: str) -> None:
+        self.home, self.extra = home, extra
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mtl_mcp", "ui", "--no-browser", "--home", str(home)],
             env=environment(home, **extra),
@@ -83,15 +86,43 @@ class Launched:
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().split(": ", 1)[1].strip()
         self.base = self.url.split("/?", 1)[0]
-        port = self.base.rsplit(":", 1)[1]
-        self.cookie = {"name": f"mtl_dashboard_{port}", "value": self.url.split("token=")[1]}
-        self.http = httpx.Client(
-            base_url=self.base,
-            cookies={self.cookie["name"]: self.cookie["value"]},
-            headers={"origin": self.base},
-            timeout=120,
+        self.unused = [self.url]
+        self._http: httpx.Client | None = None
+
+    def link(self) -> str:
+        """A one-time link not used yet: the printed one, then `mtl-mcp ui` again's."""
+        if self.unused:
+            return self.unused.pop()
+        again = subprocess.run(
+            [sys.executable, "-m", "mtl_mcp", "ui", "--no-browser", "--home", str(self.home)],
+            env=environment(self.home, **self.extra),
+            capture_output=True,
+            text=True,
+            check=True,
         )
-        self.csrf = self.http.get("/api/session").json()["csrf"]
+        return again.stdout.split(": ", 1)[1].strip()
+
+    def sign_in(self, page: Any) -> None:
+        """Open a link in `page`: its tab holds the session from then on, reloads too."""
+        page.goto(self.link())
+        page.wait_for_selector("table[aria-label=Insights] tbody tr", timeout=120_000)
+
+    @property
+    def http(self) -> httpx.Client:
+        if self._http is None:
+            code = self.link().split("code=", 1)[1]
+            session = httpx.post(
+                f"{self.base}/api/session",
+                json={"code": code},
+                headers={"origin": self.base},
+                timeout=120,
+            ).json()["session"]
+            self._http = httpx.Client(
+                base_url=self.base,
+                headers={"origin": self.base, SESSION_HEADER: session},
+                timeout=120,
+            )
+        return self._http
 
     def get(self, path: str, **params: Any) -> tuple[dict[str, Any], float]:
         start = time.perf_counter()
@@ -102,15 +133,14 @@ class Launched:
 
     def preview(self, plan: str) -> tuple[dict[str, Any], float]:
         start = time.perf_counter()
-        answer = self.http.post(
-            "/api/preview", json={"plan": plan, "k": 3}, headers={"x-csrf-token": self.csrf}
-        )
+        answer = self.http.post("/api/preview", json={"plan": plan, "k": 3})
         wall = (time.perf_counter() - start) * 1000
         answer.raise_for_status()
         return answer.json(), wall
 
     def close(self) -> None:
-        self.http.close()
+        if self._http is not None:
+            self._http.close()
         self.process.terminate()
         self.process.wait(10)
         if self.process.stdout:
@@ -182,8 +212,8 @@ def visit_everything(page: Any, board: Launched, plans: list[str], pid: int) -> 
 
 def first_page_usable(browser: Any, board: Launched, reps: int) -> dict[str, Any]:
     context = browser.new_context()
-    context.add_cookies([{**board.cookie, "url": board.base}])
     page = context.new_page()
+    board.sign_in(page)  # then each navigation is a reload's: the tab has its session
     samples = []
     for _ in range(reps + 1):
         page.goto(f"{board.base}/")
@@ -244,8 +274,8 @@ def bench_memory(browser: Any, home: Path) -> dict[str, Any]:
         before = rss_mb(pid) or 0.0
         board = Launched(home)
         context = browser.new_context()
-        context.add_cookies([{**board.cookie, "url": board.base}])
         page = context.new_page()
+        board.sign_in(page)
         steps = visit_everything(page, board, PLANS[:4], pid)
         after = rss_mb(pid) or 0.0
         peak = rss_mb(pid, "VmHWM")
@@ -257,8 +287,8 @@ def bench_memory(browser: Any, home: Path) -> dict[str, Any]:
     stop_service(home)
     beside = Launched(home, MTL_MCP_SERVICE="off")
     context = browser.new_context()
-    context.add_cookies([{**beside.cookie, "url": beside.base}])
     page = context.new_page()
+    beside.sign_in(page)
     visit_everything(page, beside, PLANS[:4], beside.process.pid)
     own = rss_mb(beside.process.pid) or 0.0
     context.close()

@@ -41,8 +41,7 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport=VIEWPORT)
-            page.goto(board.url)
-            page.wait_for_selector("table[aria-label=Insights] tbody tr")
+            board.sign_in(page)
             page.screenshot(path=args.out / "dashboard-browse.png")
 
             page.goto(f"{board.base}/#/plan")
@@ -61,8 +60,7 @@ def main() -> None:
             page.screenshot(path=args.out / "dashboard-sessions.png")
 
             dark = browser.new_page(viewport=VIEWPORT, color_scheme="dark")
-            dark.goto(board.url)
-            dark.wait_for_selector("table[aria-label=Insights] tbody tr")
+            board.sign_in(dark)
             dark.goto(f"{board.base}/#/map")
             dark.wait_for_selector("canvas.map")
             dark.wait_for_timeout(300)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import sys
+import time
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -300,6 +303,46 @@ def return_free_heap() -> None:
     """Hand the heap glibc keeps after freeing back to the system: ~40-55 MB in a service
     after the model, the snapshot and BM25 were built. For long-lived processes, once."""
     _glibc_call("malloc_trim", 0)
+
+
+# accept()'s errors when the process or the system is out of file descriptors or buffers.
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def raise_open_files_limit(most: int = 1 << 16) -> None:
+    """Raise this process's soft limit of open files to its hard limit (at most `most`): a
+    service holds a connection per window, hook and dashboard tab, and 1,024 (a common
+    default) is few. Where it cannot be raised, it stays as it was."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = most if hard == resource.RLIM_INFINITY else min(hard, most)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+class RareWarning:
+    """A warning logged at most once per `seconds`, with how often it happened meanwhile:
+    a flood of one trouble (refused connections) is a line a minute, not a full disk."""
+
+    def __init__(self, log: logging.Logger, what: str, seconds: float = 60.0) -> None:
+        self.log, self.what, self.seconds = log, what, seconds
+        self.count = 0
+        self.said = -seconds
+
+    def note(self, detail: str = "") -> None:
+        self.count += 1
+        now = time.monotonic()
+        if now - self.said >= self.seconds:
+            self.log.warning(
+                "%s%s: %d time(s) since the last such line (said at most every %.0f s)",
+                self.what,
+                detail,
+                self.count,
+                self.seconds,
+            )
+            self.said, self.count = now, 0
 
 
 def _glibc_call(name: str, *args: int) -> None:

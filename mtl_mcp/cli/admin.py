@@ -113,11 +113,11 @@ def service(idle_seconds: float | None, key: str | None) -> None:
         click.echo(f"another mtl-mcp service already serves these settings in {config.home}",
                    err=True)  # fmt: skip
         return
-    from mtl_mcp.dashboard.run import KIND, ui_door
+    from mtl_mcp.dashboard.run import KIND, UiDoor
     from mtl_mcp.server.connections import run_service
 
     # The dashboard runs inside the service, over its memory (`mtl-mcp ui`).
-    run_service(config, held, idle_seconds or config.service_idle_seconds, {KIND: ui_door})
+    run_service(config, held, idle_seconds or config.service_idle_seconds, {KIND: UiDoor()})
 
 
 @service.command()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mtl_mcp.dashboard.views import told
 from mtl_mcp.errors import InputError
 
 if TYPE_CHECKING:
@@ -67,7 +68,12 @@ def share(memory: Memory, insight_id: str, data: dict[str, Any]) -> Any:
 
     policy = SharePolicy() if data.get("policy", True) else None
     dry_run = bool(data.get("dry_run", False))
-    return memory.share([insight_id], dry_run=dry_run, policy=policy)[:1]
+    results = memory.share([insight_id], dry_run=dry_run, policy=policy)[:1]
+    # A reason may quote the pool's error (queued: it did not answer): told, as errors are.
+    return [
+        r.model_copy(update={"reasons": [told(x, memory.settings) for x in r.reasons]})
+        for r in results
+    ]
 
 
 ACTIONS: dict[str, Callable[[Memory, str, dict[str, Any]], Any]] = {

@@ -2,7 +2,7 @@
 feed. Each route calls one `Memory` method (off the event loop) and translates: our errors
 become a JSON `{"error": ...}` with a status, as the CLI turns them into `Error: ...`.
 
-The guard (`mtl_mcp.dashboard.guard`) has already checked Host, token, Origin and CSRF
+The guard (`mtl_mcp.dashboard.guard`) has already checked Host, Origin and the session
 before any of these runs.
 """
 
@@ -23,7 +23,7 @@ from starlette.routing import Route
 from mtl_mcp import errors
 from mtl_mcp.dashboard import trials, views
 from mtl_mcp.dashboard.actions import ACTIONS
-from mtl_mcp.dashboard.guard import Guard, Secrets
+from mtl_mcp.dashboard.guard import NEW_LINK, STATIC_FILES, Guard, Launch
 from mtl_mcp.errors import InputError, MtlError
 from mtl_mcp.memory.listeners import ChangeListeners
 from mtl_mcp.schemas import BrowseSort, Category, Polarity, RatingState, Scope, Source
@@ -32,6 +32,7 @@ from mtl_mcp.version import __version__
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+    from mtl_mcp.config import Settings
     from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ class MemorySource(Protocol):
     """Where the dashboard's memory comes from: the service's keeper, or its own."""
 
     listeners: ChangeListeners
+
+    @property
+    def settings(self) -> Settings: ...
 
     def get(self) -> Memory: ...
 
@@ -96,7 +100,7 @@ def _number(value: str | None, default: int, low: int, high: int, name: str) -> 
     return number
 
 
-def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIApp:
+def build_app(source: MemorySource, launch: Launch, changes: Changes) -> ASGIApp:
     """The dashboard as an ASGI app behind its guard; `changes` counts this process's
     writes (the caller hangs it on the source for as long as the dashboard runs)."""
     cache: dict[str, tuple[Any, Any]] = {}
@@ -109,13 +113,14 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
             result = await run(work)
         except MtlError as exc:
             code = next((c for kind, c in _STATUS.items() if isinstance(exc, kind)), 500)
-            return JSONResponse({"error": views.shown(str(exc))}, status_code=code)
+            told = views.told(str(exc), source.settings)
+            return JSONResponse({"error": views.shown(told)}, status_code=code)
         return JSONResponse(result, status_code=status)
 
     async def body(request: Request) -> dict[str, Any]:
         try:
             data = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -136,15 +141,23 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
-        kinds = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
-        if name not in kinds:
+        if name not in STATIC_FILES:
             return JSONResponse({"error": "no such file"}, status_code=404)
-        return FileResponse(STATIC / name, media_type=f"{kinds[name]}; charset=utf-8")
+        return FileResponse(STATIC / name, media_type=f"{STATIC_FILES[name]}; charset=utf-8")
 
     async def session(request: Request) -> Response:
+        """GET: what the page needs to know (with the session). POST {"code": ...}: a
+        one-time launch code traded for the session secret."""
+        given: dict[str, Any] = {}
+        if request.method == "POST":
+            if not launch.redeem((await body(request)).get("code")):
+                why = f"this link was used already or has expired: {NEW_LINK}"
+                return JSONResponse({"error": why}, status_code=401)
+            given = {"session": launch.session}
+
         def work(memory: Memory) -> dict[str, Any]:
             return {
-                "csrf": secrets.csrf,
+                **given,
                 "version": __version__,
                 "team": memory.team is not None,
                 "options": OPTIONS,
@@ -220,7 +233,9 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
         async def route(request: Request) -> Response:
             insight_id = request.path_params["id"]
             data = await body(request)
-            return await answer(lambda m: views.shown(act(m, insight_id, data)))
+            return await answer(
+                lambda m: views.shown(views.without_paths(act(m, insight_id, data), m.settings))
+            )
 
         route.__name__ = name
         return route
@@ -341,7 +356,7 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
     routes = [
         Route("/", page),
         Route("/static/{name}", static),
-        Route("/api/session", session),
+        Route("/api/session", session, methods=["GET", "POST"]),
         Route("/api/facets", facets),
         Route("/api/insights", insights),
         Route("/api/insights/{id}", insight),
@@ -356,4 +371,4 @@ def build_app(source: MemorySource, secrets: Secrets, changes: Changes) -> ASGIA
     for name, act in ACTIONS.items():
         routes.append(Route(f"/api/insights/{{id}}/{name}", change(name, act), methods=["POST"]))
     app = Starlette(routes=routes)
-    return Guard(app, secrets)
+    return Guard(app, launch)

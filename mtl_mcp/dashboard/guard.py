@@ -1,22 +1,35 @@
-"""Who may talk to the dashboard: only the owner's browser, and only the dashboard's own page.
+"""Who may talk to the dashboard: only the owner's browser tab, and only the dashboard's page.
+
+No cookie: a browser sends a host's cookies to every port of it, so any other server on
+this machine that the browser visits would receive one. Instead:
+
+- **A one-time launch code.** `mtl-mcp ui` mints a code for each link it prints or opens
+  (`/?code=`): it works once, for CODE_SECONDS at most, and only to start a session. The
+  browser is opened on a private file that holds it (`run.launch_file`), never with it on
+  its command line, and the file goes when the code dies.
+- **A session secret held by the page.** The page trades the code for this launch's
+  session secret (`POST /api/session`), keeps it in the tab's `sessionStorage` (which only
+  the dashboard's own origin, port included, can read), and sends it in SESSION_HEADER on
+  every API call. A reload, Back and Forward find it there; another tab (a link of the
+  page opened in a new one included) or browser needs a new link (run `mtl-mcp ui`
+  again). Browsers never attach the header by
+  themselves, and another origin cannot set it without a CORS preflight, which is refused,
+  so it is the CSRF token too.
 
 Every request passes these checks, in this order, before any route runs:
 
 1. **Host.** The Host header must be a loopback name or address (`127.0.0.1`, `localhost`,
    `[::1]`), with the dashboard's port if it names one: a web page that rebinds its own
    name to 127.0.0.1 sends its name, and gets 421 (DNS rebinding).
-2. **Token.** The per-launch secret, from the URL `mtl-mcp ui` printed (`?token=`) or the
-   cookie it is moved into on first load (HttpOnly, SameSite=Strict, named after the port:
-   cookies ignore ports, and two dashboards must not overwrite each other's). Compared in
-   constant time; without it, 401. The page's URL loses the token at once (a redirect), so
-   it is in no history entry, bookmark or Referer.
+2. Only GET, HEAD and POST; no CORS headers, ever (an OPTIONS preflight gets 405).
 3. **Origin.** A request that names an Origin must name the dashboard's own
    (`http://<host>:<port>`), and a mutation (every POST) must name it: 403 otherwise. A
-   `Sec-Fetch-Site` other than same-origin or none is refused the same way.
-4. **CSRF.** A mutation must carry the per-launch CSRF token in `X-CSRF-Token` (the page
-   reads it from `/api/session`, which only a same-origin page with the cookie can read):
-   403 otherwise.
-5. Only GET, HEAD and POST; no CORS headers, ever (an OPTIONS preflight gets 405).
+   `Sec-Fetch-Site` other than same-origin or none is refused the same way, except for
+   opening the page itself (a navigation to `/`: the launch file is another site). A POST
+   must give a Content-Length of at most BODY_MAX (411, 413).
+4. **Session.** Everything but the page's own files (`/`, `/static/...`: code, no memory)
+   and the code's exchange needs the session secret in SESSION_HEADER (once), compared
+   in constant time: 401 otherwise.
 
 Every response carries a strict Content-Security-Policy (scripts, styles and connections
 from the dashboard itself only; `frame-ancestors 'none'`), `nosniff`, `no-referrer` and
@@ -25,12 +38,14 @@ from the dashboard itself only; `frame-ancestors 'none'`), `nosniff`, `no-referr
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
-from dataclasses import dataclass
-from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+import secrets
+import threading
+import time
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,7 +64,17 @@ SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 SAFE_METHODS = ("GET", "HEAD")
-OPEN_THE_URL = "open the URL that `mtl-mcp ui` printed (it holds this launch's token)"
+# The page's own files, served to anyone on loopback: they are code, and hold no memory.
+STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
+PAGE_PATHS = frozenset({"/", *(f"/static/{name}" for name in STATIC_FILES)})
+SESSION_HEADER = "x-mtl-session"
+BODY_MAX = 1 << 20  # a plan is 4,000 characters at most; an edit, a few fields
+EXCHANGE = "/api/session"  # POST {"code": ...} -> the session secret
+CODE_SECONDS = 300.0  # a link not opened by then is dead: `mtl-mcp ui` prints a new one
+CODES_MAX = 32  # links outstanding at once; the oldest goes first
+# What a code's death sets off (its launch file removed); its OSError is ignored.
+Spent = Callable[[], object]
+NEW_LINK = "run `mtl-mcp ui` again: it prints a new one-time link to this dashboard"
 
 
 def is_loopback_host(host: str) -> bool:
@@ -72,93 +97,124 @@ def split_host(value: str) -> tuple[str, int | None]:
     return name, int(port)
 
 
-@dataclass(frozen=True)
-class Secrets:
-    """This launch's secrets: the token in the printed URL, and the CSRF token."""
+class Launch:
+    """One dashboard's secrets: the session secret, and the one-time codes that give it.
 
-    token: str
-    csrf: str
-    port: int
+    A code may come with `spent`, called once when the code dies (used, expired, pushed
+    out, or the dashboard closed): the launch file that holds it goes with it.
+    """
 
-    @property
-    def cookie_name(self) -> str:
-        return f"mtl_dashboard_{self.port}"
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.session = secrets.token_urlsafe(32)
+        self._codes: dict[str, tuple[float, Spent]] = {}  # code -> (expiry, monotonic; spent)
+        self._lock = threading.Lock()  # minted by the CLI's thread, redeemed by the loop
+
+    def new_code(self, spent: Spent | None = None) -> str:
+        code = secrets.token_urlsafe(32)
+        with self._lock:
+            dead = self._expired()
+            while len(self._codes) >= CODES_MAX:
+                dead.append(self._codes.pop(next(iter(self._codes)))[1])
+            self._codes[code] = (time.monotonic() + CODE_SECONDS, spent or _nothing)
+        _call(dead)
+        return code
+
+    def redeem(self, code: object) -> bool:
+        """Whether `code` is a live code of this launch; it is dead from now on."""
+        if not isinstance(code, str):
+            return False
+        with self._lock:
+            dead = self._expired()
+            found = next((known for known in self._codes if _same(code, known)), None)
+            if found is not None:
+                dead.append(self._codes.pop(found)[1])
+        _call(dead)
+        return found is not None
+
+    def close(self) -> None:
+        """Every code dies: the dashboard closes."""
+        with self._lock:
+            dead = [spent for _, spent in self._codes.values()]
+            self._codes.clear()
+        _call(dead)
+
+    def _expired(self) -> list[Spent]:
+        now = time.monotonic()
+        gone = [c for c, (expires, _) in self._codes.items() if expires <= now]
+        return [self._codes.pop(code)[1] for code in gone]
+
+
+def _nothing() -> None:
+    pass
+
+
+def _call(dead: list[Spent]) -> None:
+    for spent in dead:
+        with contextlib.suppress(OSError):  # a launch file already gone
+            spent()
 
 
 class Guard:
     """The checks above, as ASGI middleware around the dashboard's app."""
 
-    def __init__(self, app: ASGIApp, secrets: Secrets) -> None:
+    def __init__(self, app: ASGIApp, launch: Launch) -> None:
         self.app = app
-        self.secrets = secrets
+        self.launch = launch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # no websockets; lifespan is not used
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        method = scope["method"]
+        method, path = scope["method"], scope["path"]
         host = headers.get("host", "")
         name, port = split_host(host)
-        if not is_loopback_host(name) or port not in (None, self.secrets.port):
+        if not is_loopback_host(name) or port not in (None, self.launch.port):
             await _refuse(send, 421, "this dashboard answers only on this machine's loopback")
             return
         if method not in (*SAFE_METHODS, "POST"):
             await _refuse(send, 405, "only GET and POST", [(b"allow", b"GET, HEAD, POST")])
             return
         origin = headers.get("origin")
-        own = f"http://{host}"
         site = headers.get("sec-fetch-site")
-        if (origin is not None and origin != own) or site not in (None, "same-origin", "none"):
+        page = method in SAFE_METHODS and path in PAGE_PATHS
+        opening = page and path == "/" and headers.get("sec-fetch-mode") == "navigate"
+        if (origin is not None and origin != f"http://{host}") or (
+            site not in (None, "same-origin", "none") and not opening
+        ):
             await _refuse(send, 403, "requests from other sites are refused")
             return
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        from_url = query.get("token")
-        cookie = _cookie(headers.get("cookie", ""), self.secrets.cookie_name)
-        if not (_same(from_url, self.secrets.token) or _same(cookie, self.secrets.token)):
-            await _refuse(send, 401, f"no valid token: {OPEN_THE_URL}")
+        if method == "POST" and origin is None:
+            await _refuse(send, 403, "a change must come from the dashboard's own page")
             return
-        if method == "POST":
-            if origin is None:
-                await _refuse(send, 403, "a change must come from the dashboard's own page")
-                return
-            if not _same(headers.get("x-csrf-token"), self.secrets.csrf):
-                await _refuse(send, 403, "missing or wrong CSRF token: reload the page")
-                return
-        if from_url is not None and method in SAFE_METHODS:
-            await self._move_token_to_cookie(scope, send, query)
+        if method == "POST" and (refusal := _body_refusal(headers)):
+            await _refuse(send, *refusal)
+            return
+        exchange = method == "POST" and path == EXCHANGE
+        sessions = [v for k, v in scope["headers"] if k.lower() == SESSION_HEADER.encode()]
+        supplied = sessions[0].decode("latin-1") if len(sessions) == 1 else None  # not two
+        if not (page or exchange or _same(supplied, self.launch.session)):
+            await _refuse(send, 401, f"this tab has no session of this dashboard: {NEW_LINK}")
             return
         await self.app(scope, receive, _with_headers(send))
 
-    async def _move_token_to_cookie(self, scope: Scope, send: Send, query: dict[str, str]) -> None:
-        """Answer a URL with the token by setting the cookie and redirecting to the same URL
-        without it."""
-        rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        location = scope["path"] + (f"?{rest}" if rest else "")
-        cookie = (
-            f"{self.secrets.cookie_name}={self.secrets.token}; HttpOnly; SameSite=Strict; Path=/"
-        )
-        await _with_headers(send)(
-            {
-                "type": "http.response.start",
-                "status": 303,
-                "headers": [(b"location", location.encode()), (b"set-cookie", cookie.encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": b""})
+
+def _body_refusal(headers: dict[str, str]) -> tuple[int, str] | None:
+    """Why a POST's body is not read, if it is not: it must say its length (a browser's
+    fetch does), and that length must be at most BODY_MAX."""
+    length = headers.get("content-length", "")
+    if "transfer-encoding" in headers or not length.isdigit():
+        return 411, "a request with a body must give its Content-Length"
+    if int(length) > BODY_MAX:
+        return 413, f"a request's body may be {BODY_MAX >> 20} MB at most"
+    return None
 
 
 def _same(supplied: str | None, secret: str) -> bool:
-    return supplied is not None and hmac.compare_digest(supplied.encode(), secret.encode())
-
-
-def _cookie(header: str, name: str) -> str | None:
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(header)
-    except Exception:  # a malformed Cookie header is no cookie
-        return None
-    morsel = jar.get(name)
-    return morsel.value if morsel is not None else None
+    if supplied is None:
+        return False
+    # surrogatepass: a lone surrogate in a JSON body is a wrong code, not a crash
+    return hmac.compare_digest(supplied.encode("utf-8", "surrogatepass"), secret.encode())
 
 
 def _with_headers(send: Send) -> Send:

@@ -2,11 +2,13 @@
 
 Every string that reaches the page passes the redactor (`shown`), ids included: nothing the
 page displays can hold a secret the redactor knows. Nothing here returns a key, a token, a
-store URI or a path of the data directory.
+store URI or a path of the data directory, and an error names no place at all (`told`).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
@@ -93,6 +95,44 @@ def _replaced(value: Any, redacted: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [_replaced(v, redacted) for v in value]
     return value
+
+
+def without_paths(value: Any, settings: Settings) -> Any:
+    """`value`, JSON-ready, with the data directory and the stores named in words: an
+    error or a share's reasons may name them (the page is told what, never where)."""
+    stores = ((settings.store_uri, "<store>"), (settings.team_uri, "<team pool>"))
+    places = {uri.rstrip("/"): word for uri, word in stores if uri and uri.rstrip("/")}
+    places[str(settings.home)] = "<data directory>"
+    for path in [p for p in places if "://" not in p]:
+        places.setdefault(os.path.realpath(path), places[path])
+    order = sorted(places, key=len, reverse=True)  # the longest first: a store in the home
+
+    def scrub(item: Any) -> Any:
+        if isinstance(item, str):
+            for path in order:
+                item = item.replace(path, places[path])
+            return item
+        if isinstance(item, dict):
+            return {k: scrub(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [scrub(v) for v in item]
+        return item
+
+    return scrub(_plain(value))
+
+
+# What is left of a place in an error's text once the data directory and the stores are
+# named: an address (an object store's endpoint) or an absolute path (a file elsewhere, a
+# library's source), but not a slash inside a word, a URL's path or a `<placeholder>/...`.
+_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s()<>{}\[\]'\",;]+", re.I)
+_PATH = re.compile(r"(?<![\w.~:/\\<>-])/[^\s/()<>{}\[\]'\",;]+(?:/[^\s/()<>{}\[\]'\",;]*)*")
+
+
+def told(message: str, settings: Settings) -> str:
+    """An error's text as the page is told it: what went wrong and what to do, with no
+    place in it (the data directory, a store, an address or a path: the CLI names them)."""
+    text = str(without_paths(message, settings))
+    return _PATH.sub("<path>", _ADDRESS.sub("<address>", text))
 
 
 def listed(insights: list[Insight]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.runner import serve_dual_era_loop
 from mcp.shared.message import SessionMessage
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import OUT_OF_FILES, RareWarning, Settings, raise_open_files_limit
 from mtl_mcp.operations.retiring import forget_retiring
 from mtl_mcp.operations.service import HELLO_MAX, version_tuple
 from mtl_mcp.server.app import build_server
@@ -59,6 +59,7 @@ def run_service(
         "serving %s (pid %d, version %s)", held.rendezvous.run_dir, os.getpid(), __version__
     )
     retire_predecessors(settings)
+    raise_open_files_limit()
     try:
         anyio.run(serve, Service(settings, held, idle_seconds, doors or {}))
     finally:
@@ -133,11 +134,30 @@ async def serve(service: Service) -> None:
         anyio.create_task_group() as tasks,
     ):
         keeper.start_warming()
-        tasks.start_soon(listener.serve, handle, tasks)
+        tasks.start_soon(_accept, listener, handle, tasks)
         while not service.should_exit():
             await anyio.sleep(CHECK_SECONDS)
         tasks.cancel_scope.cancel()
     logger.info("service exits (%s)", "stopped" if service.stopping else "idle or replaced")
+
+
+async def _accept(
+    listener: anyio.abc.SocketListener, handle: Any, tasks: anyio.abc.TaskGroup
+) -> None:
+    """`listener.serve`, but out of file descriptors it waits for some to be freed (and says
+    so once a minute) rather than taking the service down."""
+    starved = RareWarning(logger, "the service could not accept a connection")
+    while True:
+        try:
+            stream = await listener.accept()
+        except (OSError, anyio.BrokenResourceError) as exc:
+            cause = exc if isinstance(exc, OSError) else exc.__cause__  # anyio wraps it
+            if not isinstance(cause, OSError) or cause.errno not in OUT_OF_FILES:
+                raise
+            starved.note(f" ({cause.strerror})")
+            await anyio.sleep(0.1)  # until its connections free some
+            continue
+        tasks.start_soon(handle, stream)
 
 
 async def _converse(

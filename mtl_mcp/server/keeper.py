@@ -58,6 +58,10 @@ class MemoryKeeper:
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
         self.listeners = ChangeListeners()  # the open dashboard's live feed
 
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
     def get(self) -> Memory:
         with self._lock:
             if self._memory is None:

@@ -87,7 +87,11 @@ _TRANSLATIONS: tuple[_Translation, ...] = (
         StoreDamaged,
     ),
 )
-_RUST_LOCATION = re.compile(r",\s*/\S+\.rs:\d+:\d+")
+# Where in its Rust source a LanceDB error was raised: ", /path/x.rs:12:34", or (lance-io)
+# ", location: Location { file: "/path/x.rs", line: 12, column: 34 }, backtrace: ...".
+_RUST_LOCATION = re.compile(
+    r",\s*(?:/\S+\.rs:\d+:\d+|location:\s*Location\s*\{[^}]*\}(?:,\s*backtrace:\s*\w+)?)"
+)
 
 
 # Bounds on every request to an object store; the config file's [storage] overrides them.

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import load_settings
+from mtl_mcp.dashboard.guard import SESSION_HEADER
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.schemas import RecallOrigin, VerdictEntry
@@ -46,12 +48,13 @@ _CLEARED = (
 
 @dataclass
 class Dashboard:
-    """A running `mtl-mcp ui`: its printed URL, and the CLI over the same data directory."""
+    """A running `mtl-mcp ui`: the link it printed, and the CLI over the same data directory."""
 
     url: str
     home: Path
     env: dict[str, str]
     process: subprocess.Popen[str]
+    _session: str | None = None
 
     @property
     def base(self) -> str:
@@ -62,13 +65,24 @@ class Dashboard:
     def port(self) -> int:
         return int(urlsplit(self.url).port or 0)
 
-    @property
-    def token(self) -> str:
-        return self.url.split("token=", 1)[1]
+    def new_link(self) -> str:
+        """A new one-time link to this dashboard, as a user gets one: `mtl-mcp ui` again."""
+        done = self.cli("ui", "--no-browser")
+        link = done.stdout.split(": ", 1)[1].strip()
+        assert link.startswith(f"{self.base}/?code="), (link, done.stderr)
+        return link
 
     @property
-    def cookie(self) -> dict[str, str]:
-        return {f"mtl_dashboard_{self.port}": self.token}
+    def session(self) -> str:
+        """This dashboard's session secret, traded for a new link as the page does."""
+        if self._session is None:
+            self._session = redeem(self, self.new_link())
+        return self._session
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What the dashboard's page sends with each request: its session."""
+        return {SESSION_HEADER: self.session}
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`mtl-mcp ARGS --home HOME`, a real subprocess (it relays to the service)."""
@@ -87,6 +101,22 @@ class Dashboard:
 
     def cli_json(self, *args: str) -> Any:
         return json.loads(self.cli(*args, "--json").stdout)
+
+
+def code_of(link: str) -> str:
+    return link.split("code=", 1)[1]
+
+
+def redeem(board: Dashboard, link: str) -> str:
+    """Trade a link's one-time code for the session secret, as the page does."""
+    answer = httpx.post(
+        f"{board.base}/api/session",
+        json={"code": code_of(link)},
+        headers={"origin": board.base},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["session"])
 
 
 def seed_demo(home: Path) -> None:
@@ -175,18 +205,24 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
-    """A fresh browser context (no cookie yet) on the dashboard's printed URL."""
+    """A fresh browser context on a new link to the dashboard."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    tab.set_default_timeout(10_000)
-    tab.goto(dashboard.url)
+    errors = watch(tab)
+    tab.goto(dashboard.new_link())
     tab.wait_for_selector("table[aria-label=Insights] tbody tr")
     yield tab
     context.close()
     assert errors == [], errors  # no script error, no CSP violation
+
+
+def watch(tab: Any) -> list[str]:
+    """The script errors and console errors of a tab, from now on."""
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.set_default_timeout(10_000)
+    return errors
 
 
 def wait_until(check: Any, seconds: float = 10.0) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import PLAN, SESSION, Dashboard, wait_until
+from tests.dashboard.conftest import PLAN, SESSION, Dashboard, wait_until, watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 TITLES = "table[aria-label=Insights] tbody tr td:first-child a"
@@ -200,7 +200,10 @@ def test_the_map_shows_the_figures_and_opens_a_dot(page: Any, dashboard: Dashboa
     page.wait_for_selector("#edit")
     page.go_back()
     page.wait_for_selector("canvas.map")
-    data = page.evaluate("fetch('/api/map').then(r => r.json())")
+    data = page.evaluate(
+        "fetch('/api/map', {headers: {'x-mtl-session': sessionStorage.getItem('mtl-session')}})"
+        ".then(r => r.json())"
+    )
     page.mouse.click(*first_dot(data, canvas.bounding_box()))
     expect(page).to_have_url(re.compile(f"#/insight/{data['points'][0]['id']}$"))
     page.wait_for_selector("#edit")
@@ -259,3 +262,39 @@ def test_every_control_has_a_label_and_the_keyboard_reaches_the_pages(
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     page.wait_for_selector("#plan")
+
+
+def test_a_reload_keeps_the_tab_signed_in_and_a_new_tab_needs_a_new_link(
+    page: Any, browser: Any, dashboard: Dashboard
+) -> None:
+    """The link leaves the address bar at once; a reload, and Back from another page, keep
+    the session; a tab that has none (a link of the page opened in a new tab, too), or a
+    link used already, shows how to get a new link and nothing of the memory; `mtl-mcp ui`
+    again gives a link that opens."""
+    assert "code=" not in page.url
+    page.goto(f"{dashboard.base}/#/sessions")
+    page.reload()
+    page.wait_for_selector("details.session")
+    page.goto("about:blank")
+    page.go_back()
+    page.wait_for_selector("details.session")
+    with page.context.expect_page() as opened_tab:  # a link of the page, in a new tab
+        page.get_by_role("link", name="Browse").click(modifiers=["Control"])
+    new_tab = opened_tab.value
+    new_tab.get_by_role("heading", name="Open a new link to the dashboard").wait_for()
+    new_tab.close()
+    link = dashboard.new_link()
+    for opened, works in ((link, True), (link, False), (f"{dashboard.base}/", False)):
+        context = browser.new_context()
+        tab = context.new_page()
+        errors = watch(tab)
+        tab.goto(opened)
+        if works:
+            tab.wait_for_selector("table[aria-label=Insights] tbody tr")
+            assert errors == []
+        else:
+            tab.get_by_role("heading", name="Open a new link to the dashboard").wait_for()
+            assert "run `mtl-mcp ui` again" in tab.inner_text("main")
+            assert tab.locator("table").count() == 0
+        assert "code=" not in tab.url
+        context.close()

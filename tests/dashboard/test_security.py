@@ -1,5 +1,6 @@
-"""The dashboard's guard, over plain HTTP against a real `mtl-mcp ui`: only the owner's
-browser, on loopback, from the dashboard's own page, may read or change anything."""
+"""The dashboard's guard, over plain HTTP against a real `mtl-mcp ui`: only a tab that
+opened a one-time link, on loopback, from the dashboard's own page, may read or change
+anything."""
 
 from __future__ import annotations
 
@@ -8,36 +9,34 @@ import socket
 import httpx
 import pytest
 
+from mtl_mcp.dashboard import guard
+from mtl_mcp.dashboard.guard import SESSION_HEADER, Launch
 from mtl_mcp.dashboard.views import shown
 from mtl_mcp.text.redact import redact
-from tests.dashboard.conftest import Dashboard
+from tests.dashboard.conftest import Dashboard, code_of, redeem
 
 pytestmark = pytest.mark.slow
+API = ("/api/insights", "/api/session", "/api/facets", "/api/sessions", "/api/map")
 
 
-def client(dashboard: Dashboard, cookie: bool = True, **headers: str) -> httpx.Client:
-    """An HTTP client of the dashboard, with the cookie the printed URL sets (or none)."""
+def client(dashboard: Dashboard, session: bool = True, **headers: str) -> httpx.Client:
+    """An HTTP client of the dashboard, with the page's session header (or none)."""
     return httpx.Client(
         base_url=dashboard.base,
-        headers=headers,
-        cookies=dashboard.cookie if cookie else None,
+        headers={**(dashboard.headers if session else {}), **headers},
         follow_redirects=False,
+        timeout=60,
     )
-
-
-def csrf(dashboard: Dashboard) -> str:
-    with client(dashboard) as http:
-        return str(http.get("/api/session").json()["csrf"])
 
 
 def first_id(dashboard: Dashboard) -> str:
     return str(dashboard.cli_json("list", "--limit", "1")["items"][0]["id"])
 
 
-def test_the_printed_url_is_loopback_with_a_long_token(dashboard: Dashboard) -> None:
-    """`mtl-mcp ui` prints http://127.0.0.1:PORT/?token=..., and listens nowhere else."""
-    assert dashboard.url.startswith(f"http://127.0.0.1:{dashboard.port}/?token=")
-    assert len(dashboard.token) >= 40
+def test_the_printed_link_is_loopback_with_a_long_one_time_code(dashboard: Dashboard) -> None:
+    """`mtl-mcp ui` prints http://127.0.0.1:PORT/?code=..., and listens nowhere else."""
+    assert dashboard.url.startswith(f"http://127.0.0.1:{dashboard.port}/?code=")
+    assert len(code_of(dashboard.url)) >= 40
     listening = socket.socket()
     with pytest.raises(OSError):  # the port is taken on loopback ...
         listening.bind(("127.0.0.1", dashboard.port))
@@ -52,83 +51,145 @@ def test_the_printed_url_is_loopback_with_a_long_token(dashboard: Dashboard) -> 
             socket.create_connection((outside, dashboard.port), timeout=2).close()
 
 
-def test_without_the_token_nothing_is_served(dashboard: Dashboard) -> None:
-    """No token, or a wrong one: 401 for the page, the API and the live feed alike."""
-    with client(dashboard, cookie=False) as http:
-        for path in ("/", "/api/insights", "/api/session", "/api/events", "/static/app.js"):
-            answer = http.get(path)
-            assert answer.status_code == 401, path
-            assert "mtl-mcp ui" in answer.json()["error"]
-        assert http.get("/?token=not-the-token").status_code == 401
-    wrong = {f"mtl_dashboard_{dashboard.port}": "x" * 43}
-    with httpx.Client(base_url=dashboard.base, cookies=wrong) as http:
-        assert http.get("/api/insights").status_code == 401
-
-
-def test_the_token_moves_into_an_httponly_strict_cookie(dashboard: Dashboard) -> None:
-    """The printed URL sets the cookie and redirects to the same page without the token."""
-    with client(dashboard, cookie=False) as http:
-        answer = http.get(f"/?token={dashboard.token}")
-        assert answer.status_code == 303
-        assert answer.headers["location"] == "/"
-        cookie = answer.headers["set-cookie"]
-        assert cookie.startswith(f"mtl_dashboard_{dashboard.port}={dashboard.token};")
-        assert "HttpOnly" in cookie
-        assert "SameSite=Strict" in cookie
-        http.cookies.set(*next(iter(dashboard.cookie.items())))
+def test_without_the_session_no_memory_is_served(dashboard: Dashboard) -> None:
+    """No session, a wrong one, a code or the session anywhere but its header: 401 for the
+    API and the live feed alike. The page and its files are served (code, no memory)."""
+    code = code_of(dashboard.new_link())
+    wrong = [
+        {},
+        {SESSION_HEADER: "x" * 43},
+        {SESSION_HEADER: code},
+        {"authorization": f"Bearer {dashboard.session}"},
+        {"cookie": f"mtl_dashboard_{dashboard.port}={dashboard.session}; session={code}"},
+    ]
+    with client(dashboard, session=False) as http:
+        for headers in wrong:
+            for path in (*API, "/api/events", f"/api/insights?code={code}"):
+                answer = http.get(path, headers=headers)
+                assert answer.status_code == 401, (path, headers)
+                assert "mtl-mcp ui" in answer.json()["error"]
+        assert http.get(f"/api/insights?session={dashboard.session}").status_code == 401
         page = http.get("/")
         assert page.status_code == 200
         assert "<title>mtl-mcp memory</title>" in page.text
+        assert http.get("/static/app.js").status_code == 200
+        for sneaky in ("/static/../api/insights", "/static/app.js/../../api/insights"):
+            assert http.get(sneaky).status_code == 401
+    with client(dashboard) as http:  # the code above was never redeemed: it still works
+        assert http.get("/api/insights").status_code == 200
+    assert redeem(dashboard, f"?code={code}") == dashboard.session
+
+
+def test_a_link_opens_one_session_once(dashboard: Dashboard) -> None:
+    """A link's code gives the session once: used again, made up, or of no JSON shape, it
+    gets 401 in our words, never a server error."""
+    link = dashboard.new_link()
+    assert redeem(dashboard, link) == dashboard.session
+    with client(dashboard, session=False, origin=dashboard.base) as http:
+        again = http.post("/api/session", json={"code": code_of(link)})
+        assert again.status_code == 401
+        assert "used already or has expired" in again.json()["error"]
+        assert "run `mtl-mcp ui` again" in again.json()["error"]
+        for body in ({"code": "x" * 43}, {"code": ["a"]}, {"code": 7}, {}, [], "text"):
+            assert http.post("/api/session", json=body).status_code == 401, body
+        odd = b'{"code": "\\ud800"}'  # a lone surrogate: a wrong code, not a crash
+        answer = http.post("/api/session", content=odd, headers={"content-type": "text/plain"})
+        assert answer.status_code == 401
+        assert "session" not in answer.json()
+
+
+def test_a_code_expires_and_few_stay_outstanding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code is dead after CODE_SECONDS; past CODES_MAX outstanding, the oldest goes."""
+    now = [1000.0]
+    monkeypatch.setattr(guard.time, "monotonic", lambda: now[0])
+    launch = Launch(8000)
+    old, fresh = launch.new_code(), launch.new_code()
+    now[0] += guard.CODE_SECONDS - 1
+    assert launch.redeem(fresh)
+    now[0] += 2
+    assert not launch.redeem(old)
+    codes = [launch.new_code() for _ in range(guard.CODES_MAX + 1)]
+    assert not launch.redeem(codes[0])
+    assert all(launch.redeem(code) for code in codes[1:])
+
+
+def test_a_code_takes_its_launch_file_with_it_when_it_dies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What holds a code (its launch file) goes once the code is dead, whichever way it
+    dies: used, expired, pushed out by newer ones, or the dashboard closed. A wrong code
+    kills nothing."""
+    now = [1000.0]
+    monkeypatch.setattr(guard.time, "monotonic", lambda: now[0])
+    launch = Launch(8000)
+    dead: list[str] = []
+
+    def code(name: str) -> str:
+        return launch.new_code(lambda: dead.append(name))
+
+    used, expiring = code("used"), code("expired")
+    assert not launch.redeem("x" * 43)
+    assert dead == []
+    assert launch.redeem(used)
+    assert dead == ["used"]
+    now[0] += guard.CODE_SECONDS + 1
+    assert not launch.redeem(expiring)
+    assert dead == ["used", "expired"]
+    oldest = code("pushed out")
+    fresh = [code(f"fresh {n}") for n in range(guard.CODES_MAX)]
+    assert dead == ["used", "expired", "pushed out"]
+    assert not launch.redeem(oldest)
+    launch.close()
+    assert sorted(dead[3:]) == sorted(f"fresh {n}" for n in range(guard.CODES_MAX))
+    assert not any(launch.redeem(c) for c in fresh)
 
 
 def test_a_foreign_host_is_refused(dashboard: Dashboard) -> None:
     """DNS rebinding: a page whose own name now points at 127.0.0.1 sends that name."""
     for host in ("evil.example", f"evil.example:{dashboard.port}", "127.0.0.1:1", "10.0.0.1"):
         with client(dashboard, host=host) as http:
-            answer = http.get(f"/?token={dashboard.token}")
-            assert answer.status_code == 421, host
+            for path in ("/", "/api/insights"):
+                assert http.get(path).status_code == 421, (host, path)
+            exchange = http.post("/api/session", json={"code": code_of(dashboard.new_link())})
+            assert exchange.status_code == 421, host
     with client(dashboard, host=f"localhost:{dashboard.port}") as http:
         assert http.get("/api/session").status_code == 200
 
 
 def test_a_foreign_origin_is_refused_on_every_mutation(dashboard: Dashboard) -> None:
-    """Even with the cookie and the CSRF token, a change from another origin is refused,
-    and so is one that names no origin at all."""
+    """Even with the session, a change from another origin is refused, and so is one that
+    names no origin at all; so is a code's exchange, which then still works from home."""
     insight = first_id(dashboard)
-    token = csrf(dashboard)
     path = f"/api/insights/{insight}/rate"
-    for origin in ("http://evil.example", f"http://localhost:{dashboard.port + 1}", "null"):
+    code = code_of(dashboard.new_link())
+    for origin in ("http://evil.example", f"http://127.0.0.1:{dashboard.port + 1}", "null"):
         with client(dashboard, origin=origin) as http:
-            answer = http.post(
-                path, json={"helpful": True},
-                headers={"x-csrf-token": token},
-            )  # fmt: skip
-            assert answer.status_code == 403, origin
-    with client(dashboard, **{"sec-fetch-site": "cross-site"}) as http:
-        assert http.get("/api/insights").status_code == 403
+            assert http.post(path, json={"helpful": True}).status_code == 403, origin
+            assert http.post("/api/session", json={"code": code}).status_code == 403, origin
+    for site in ("cross-site", "same-site"):  # same-site: another port of 127.0.0.1
+        with client(dashboard, **{"sec-fetch-site": site}) as http:
+            assert http.get("/api/insights").status_code == 403
+            assert http.get("/static/app.js").status_code == 403
     with client(dashboard) as http:  # no Origin
-        answer = http.post(path, json={"helpful": True}, headers={"x-csrf-token": token})
-        assert answer.status_code == 403
+        assert http.post(path, json={"helpful": True}).status_code == 403
     assert dashboard.cli_json("show", insight)["helpful"] == 0
+    assert redeem(dashboard, f"?code={code}") == dashboard.session
 
 
-def test_a_mutation_without_the_csrf_token_is_refused(dashboard: Dashboard) -> None:
-    """From the right origin with the cookie, a POST still needs the CSRF token; with it,
-    the change is made."""
+def test_a_mutation_needs_the_session(dashboard: Dashboard) -> None:
+    """From the right origin, a POST without the session, or with a wrong one, is refused;
+    with it, the change is made."""
     insight = first_id(dashboard)
     path = f"/api/insights/{insight}/retire"
-    with client(dashboard, origin=dashboard.base) as http:
-        for headers in ({}, {"x-csrf-token": "wrong"}):
-            answer = http.post(path, json={}, headers=headers)
-            assert answer.status_code == 403
-            assert "CSRF" in answer.json()["error"]
+    with client(dashboard, session=False, origin=dashboard.base) as http:
+        for headers in ({}, {SESSION_HEADER: "wrong"}):
+            assert http.post(path, json={}, headers=headers).status_code == 401
         assert dashboard.cli_json("show", insight)["status"] == "active"
-        right = {"x-csrf-token": csrf(dashboard)}
-        done = http.post(path, json={"reason": "test"}, headers=right)
+        done = http.post(path, json={"reason": "test"}, headers=dashboard.headers)
         assert done.status_code == 200, done.text
         assert dashboard.cli_json("show", insight)["status"] == "retired"
         http.post(f"/api/insights/{insight}/restore", json={},
-                  headers=right)  # fmt: skip
+                  headers=dashboard.headers)  # fmt: skip
     assert dashboard.cli_json("show", insight)["status"] == "active"
 
 
@@ -137,10 +198,10 @@ def test_every_answer_has_a_strict_csp_and_no_cors(dashboard: Dashboard) -> None
     Access-Control-* header, and a preflight gets no permission."""
     with client(dashboard, origin="http://evil.example") as http:
         answers = [http.get("/"), http.options("/api/insights")]
-    with client(dashboard, cookie=False) as http:
+    with client(dashboard, session=False) as http:
         answers.append(http.get("/api/insights"))
     with client(dashboard) as http:
-        answers += [http.get("/"), http.get("/static/app.js")]
+        answers += [http.get("/"), http.get("/static/app.js"), http.get("/api/insights")]
     for answer in answers:
         csp = answer.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in csp
@@ -148,20 +209,39 @@ def test_every_answer_has_a_strict_csp_and_no_cors(dashboard: Dashboard) -> None
         assert "script-src 'self'" in csp
         assert "unsafe-inline" not in csp
         assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["cache-control"] == "no-store"
+        assert "set-cookie" not in answer.headers
         assert not [h for h in answer.headers if h.lower().startswith("access-control-")]
-    assert [a.status_code for a in answers] == [403, 405, 401, 200, 200]
+    assert [a.status_code for a in answers] == [403, 405, 401, 200, 200, 200]
 
 
-def test_no_answer_holds_the_token_or_a_path(dashboard: Dashboard) -> None:
-    """The API never echoes the launch token, the data directory or a key."""
+def test_no_answer_holds_a_secret_or_a_path(dashboard: Dashboard) -> None:
+    """The API never echoes the session (but to the code's exchange), a code, the data
+    directory or a key."""
+    code = code_of(dashboard.new_link())
     with client(dashboard) as http:
         bodies = [
             http.get(path).text
-            for path in ("/api/session", "/api/facets", "/api/insights", "/api/sessions")
+            for path in (*API, f"/api/insights?text={code}", "/api/insights/ins_nope")
         ]
     for body in bodies:
-        assert dashboard.token not in body
+        assert dashboard.session not in body
+        assert code not in body
         assert str(dashboard.home) not in body
+
+
+def test_a_share_error_names_no_path(dashboard: Dashboard) -> None:
+    """With no team pool, Share says what to set, in words: not where the data directory
+    is (the CLI names the config file; the page is told no path)."""
+    insight = first_id(dashboard)
+    with client(dashboard, origin=dashboard.base) as http:
+        answer = http.post(f"/api/insights/{insight}/share", json={"dry_run": True})
+    assert answer.status_code == 409, answer.text
+    error = answer.json()["error"]
+    assert "no team pool is configured: set MTL_MCP_TEAM_URI" in error
+    assert str(dashboard.home) not in error
+    assert "<data directory>/config.toml" in error
+    assert str(dashboard.home) in dashboard.cli("share", insight, check=False).stderr
 
 
 def test_a_bad_query_parameter_is_our_error_not_a_server_error(dashboard: Dashboard) -> None:

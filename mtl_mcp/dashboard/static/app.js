@@ -3,7 +3,11 @@
 // it, and nothing it holds can run as markup.
 "use strict";
 
-const state = { csrf: null, options: null, team: false, render: null, dirty: false, notice: null };
+// The session secret lives in this tab's sessionStorage: only this origin (this port) can
+// read it, a reload finds it, and it goes in a header no other site can make us send.
+const SESSION_KEY = "mtl-session";
+const SESSION_HEADER = "x-mtl-session";
+const state = { session: null, options: null, team: false, render: null, dirty: false, notice: null, acting: false };
 const view = () => document.getElementById("view");
 const render = (...nodes) => view().replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
 
@@ -65,15 +69,18 @@ function notify(text, kind = "okay", items = []) {
 
 class ApiError extends Error {}
 
+class SessionError extends Error {}
+
 async function api(path, body) {
-  const init = { credentials: "same-origin", headers: {} };
+  const init = { credentials: "omit", headers: {} };
+  if (state.session) init.headers[SESSION_HEADER] = state.session;
   if (body !== undefined) {
     init.method = "POST";
     init.headers["content-type"] = "application/json";
-    init.headers["x-csrf-token"] = state.csrf;
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
+  if (response.status === 401) throw new SessionError((await response.json().catch(() => ({}))).error || "no session");
   let data;
   try {
     data = await response.json();
@@ -287,6 +294,7 @@ async function insightPage(id) {
   const message = messageBox();
 
   const act = async (name, body, done) => {
+    state.acting = true; // the change it makes is shown by it, not by the live feed
     try {
       const answer = await api(`/api/insights/${encodeURIComponent(id)}/${name}`, body);
       state.dirty = false;
@@ -294,6 +302,8 @@ async function insightPage(id) {
       else await state.render();
     } catch (error) {
       notify(error.message, "error");
+    } finally {
+      state.acting = false;
     }
   };
 
@@ -682,33 +692,92 @@ async function trialPage(id) {
 
 // -- live -----------------------------------------------------------------------------------
 
-function listen() {
+async function changed() {
   const live = document.getElementById("live");
-  const source = new EventSource("/api/events");
-  source.addEventListener("open", () => { live.textContent = "live"; });
-  source.addEventListener("error", () => { live.textContent = "reconnecting…"; });
-  source.addEventListener("change", async () => {
-    const stamp = new Date().toLocaleTimeString();
-    if (state.dirty) {
-      live.textContent = `memory changed at ${stamp}; save or leave to see it`;
-      return;
+  const stamp = new Date().toLocaleTimeString();
+  if (state.dirty) {
+    live.textContent = `memory changed at ${stamp}; save or leave to see it`;
+    return;
+  }
+  if (document.getElementById("confirm").open || state.acting) return;
+  await state.render();
+  live.textContent = `updated ${stamp}`;
+  live.classList.add("flash");
+  setTimeout(() => live.classList.remove("flash"), 1500);
+}
+
+// Server-Sent Events read through fetch (EventSource cannot send the session header).
+async function listen() {
+  const live = document.getElementById("live");
+  for (;;) {
+    try {
+      const response = await fetch("/api/events", { credentials: "omit", headers: { [SESSION_HEADER]: state.session } });
+      if (response.status === 401) {
+        live.textContent = "closed: this dashboard is gone";
+        return;
+      }
+      if (!response.ok || !response.body) throw new Error(`error ${response.status}`);
+      live.textContent = "live";
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const lines = buffer.slice(0, end).split("\n");
+          buffer = buffer.slice(end + 2);
+          if (lines.includes("event: change")) await changed();
+        }
+      }
+    } catch {
+      // the service restarted the feed, or the network hiccuped: try again shortly
     }
-    if (document.getElementById("confirm").open) return;
-    await state.render();
-    live.textContent = `updated ${stamp}`;
-    live.classList.add("flash");
-    setTimeout(() => live.classList.remove("flash"), 1500);
-  });
+    live.textContent = "reconnecting…";
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+// A one-time launch code in the URL is traded for the session once, then leaves the URL
+// (and the history entry); without one, the tab's own session from before (a reload).
+async function signIn() {
+  const url = new URL(location.href);
+  const code = url.searchParams.get("code");
+  if (code !== null) {
+    url.searchParams.delete("code");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+    try {
+      const session = await api("/api/session", { code });
+      sessionStorage.setItem(SESSION_KEY, session.session);
+      state.session = session.session;
+      return session;
+    } catch (error) {
+      if (!(error instanceof SessionError) || !sessionStorage.getItem(SESSION_KEY)) throw error;
+    }
+  }
+  state.session = sessionStorage.getItem(SESSION_KEY);
+  if (!state.session) throw new SessionError("This tab has no session of this dashboard: run `mtl-mcp ui` again for a new one-time link to it.");
+  return api("/api/session");
+}
+
+function showSignedOut(error) {
+  sessionStorage.removeItem(SESSION_KEY);
+  state.session = null;
+  document.getElementById("live").textContent = "not connected";
+  render(el("h1", {}, "Open a new link to the dashboard"),
+    el("p", { class: "error", role: "alert" }, error.message),
+    el("p", { class: "muted" }, "Each link opens one tab, once. A reload keeps the tab's session; another tab or browser needs a new link."));
 }
 
 async function start() {
   try {
-    const session = await api("/api/session");
-    state.csrf = session.csrf;
+    const session = await signIn();
     state.options = session.options;
     state.team = session.team;
   } catch (error) {
-    showError(error);
+    if (error instanceof SessionError) showSignedOut(error);
+    else showError(error);
     return;
   }
   window.addEventListener("hashchange", () => route());
