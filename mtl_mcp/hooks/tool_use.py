@@ -44,6 +44,7 @@ from mtl_mcp.hooks.plans import (
     task_text,
 )
 from mtl_mcp.operations.service import is_running, request, start_in_background
+from mtl_mcp.untrusted import json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def tool_use(raw: str, settings: Settings) -> str:
     if not settings.plan_recall:
         return ""
     try:
-        call = parse_call(json.loads(raw))
+        call = parse_call(json_loads(raw))
     except ValueError:
         return ""
     if call is None:

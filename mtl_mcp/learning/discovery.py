@@ -18,7 +18,6 @@ Memories (each file a job of kind "notes"):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ from mtl_mcp.errors import InputError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.spool import NOTES_PREFIX, Job
 from mtl_mcp.learning.transcripts import Format
+from mtl_mcp.untrusted import json_loads, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -237,13 +237,13 @@ def _session_cwd(project_folder: Path) -> str | None:
     transcripts = sorted(project_folder.glob("*.jsonl"), key=lambda p: _mtime(p), reverse=True)
     for transcript in transcripts[:3]:
         try:
-            with transcript.open("rb") as stream:
+            with open_regular(transcript) as stream:
                 head = stream.read(_CWD_SCAN_BYTES).decode("utf-8", errors="replace")
         except OSError:
             continue
         for line in head.splitlines():
             try:
-                record = json.loads(line)
+                record = json_loads(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:
