@@ -23,7 +23,7 @@ from mtl_mcp.learning.backends.select import Choice, Chooser, source_of
 from mtl_mcp.learning.fitting import digest_room, fit_digest
 from mtl_mcp.learning.notes import notes_digest
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
-from mtl_mcp.learning.spool import Job, JobOutcome, Spool
+from mtl_mcp.learning.spool import Job, JobOutcome, Spool, kept_error
 from mtl_mcp.learning.transcripts import not_text
 from mtl_mcp.project import ProjectRef, resolve_project
 from mtl_mcp.schemas import Provenance
@@ -199,6 +199,11 @@ def _guarded(spool: Spool, path: Path, job: Job, memory: Recorder, chooser: Choo
     try:
         return process_job(spool, path, job, memory, chooser)
     except Exception as exc:  # the worker is a front door of its own: it runs detached
-        logger.exception("job %s failed unexpectedly", job.session_id)
-        status = spool.postpone(path, job, f"unexpected error: {exc!r}")
-        return JobOutcome(session_id=job.session_id, status=status, detail=repr(exc))
+        # Never the exception's repr: a UnicodeEncodeError's holds the whole text it failed
+        # to encode (a request body, a digest), and the job file keeps it.
+        logger.error(
+            "job %s failed unexpectedly: %s", job.session_id, kept_error(f"{exc}"), exc_info=True
+        )
+        error = kept_error(f"unexpected error ({type(exc).__name__}: {exc}); please report it")
+        status = spool.postpone(path, job, error)
+        return JobOutcome(session_id=job.session_id, status=status, detail=error)

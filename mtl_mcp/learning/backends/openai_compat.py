@@ -37,6 +37,7 @@ from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.answers import AnswerOutcome, record_answer
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.learning.backends.openai_endpoint import (
+    AnswerTooLarge,
     Endpoint,
     EndpointStatus,
     endpoint_status,
@@ -46,8 +47,10 @@ from mtl_mcp.learning.backends.openai_endpoint import (
 )
 from mtl_mcp.learning.backends.structured import loose_json, problems, strict_schema
 from mtl_mcp.learning.spend import Usage
+from mtl_mcp.learning.transcripts.events import valid_unicode
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import chars_for_tokens, estimate_tokens
+from mtl_mcp.untrusted import json_loads
 
 if TYPE_CHECKING:
     import httpx2
@@ -305,9 +308,9 @@ class OpenAIBackend:
         if response.status_code != 200:
             raise self._status_error(response, step)
         try:
-            data = response.json()
+            data = json_loads(response.content)
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
+            text = valid_unicode(str(choice["message"].get("content") or ""))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise DistillUnavailable(
                 f"{self.endpoint.shown} sent a malformed chat completion at the {step} step; "
@@ -320,9 +323,9 @@ class OpenAIBackend:
         )
         usage.add(
             prompt or estimate_tokens("".join(m["content"] for m in messages)),
-            completion or estimate_tokens(str(text)),
+            completion or estimate_tokens(text),
         )
-        return str(text)
+        return text
 
     def _post(
         self, step: str, body: dict[str, Any], usage: Usage, max_tokens: int
@@ -339,6 +342,12 @@ class OpenAIBackend:
                 f"{self.endpoint.shown} did not answer within {self._settings.openai_timeout:g} s "
                 f"at the {step} step (MTL_MCP_OPENAI_TIMEOUT); the job stays queued and is "
                 "retried later"
+            ) from None
+        except AnswerTooLarge as exc:
+            usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
+            raise DistillUnavailable(
+                f"{self.endpoint.shown} sent a broken answer at the {step} step ({exc}); the "
+                "job stays queued and is retried later (check MTL_MCP_OPENAI_BASE_URL)"
             ) from None
         except httpx2.HTTPError as exc:
             raise DistillUnavailable(
