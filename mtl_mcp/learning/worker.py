@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
+from mtl_mcp.errors import DistillError, InputError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.backends import Backend
 from mtl_mcp.learning.backends.select import Choice, Chooser, source_of
+from mtl_mcp.learning.discovery import confined_notes
 from mtl_mcp.learning.fitting import digest_room, fit_digest
 from mtl_mcp.learning.notes import notes_digest
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
@@ -147,6 +148,10 @@ def _prepare_notes(
 ) -> Prepared | Skipped | Choice:
     """A notes file's text, read by the login of the assistant that keeps it (any backend
     `auto` picks), and its project when known (Codex's memories belong to none)."""
+    try:  # queued before this check, or changed since: a link out of its folder is not read
+        notes = confined_notes(notes, job.cwd)
+    except InputError as exc:
+        return Skipped(str(exc))
     choice = chooser.choose(job.client)
     if choice.backend is None:
         return choice
