@@ -36,6 +36,7 @@ from mtl_mcp.operations.context import Context, cached_context
 from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
 from mtl_mcp.schemas import validation_problems
+from mtl_mcp.text.frames import neutral
 from mtl_mcp.untrusted import json_loads
 
 logger = logging.getLogger(__name__)
@@ -139,8 +140,7 @@ def parse_input(raw: str) -> HookInput:
         return HookInput.model_validate(data)
     except ValidationError as exc:
         raise InputError(
-            f"the hook input is of no shape a client sends ({validation_problems(exc)[0]}): "
-            "ignored"
+            f"the hook input is of no shape a client sends ({validation_problems(exc)[0]}): ignored"
         ) from None
 
 
@@ -235,6 +235,7 @@ def _as_context(client: str, text: str) -> str:
     (Gemini CLI and Cursor read nothing else; Copilot CLI and opencode's plugin take it so)."""
     if not text:
         return ""
+    text = neutral(text)  # a context file an older version wrote may hold a note's markup
     if client == "gemini-cli":
         context = {"hookEventName": "SessionStart", "additionalContext": text}
         return json.dumps({"hookSpecificOutput": context})

@@ -360,6 +360,9 @@ def _project(call: ToolCall) -> str | None:
 
 def _output(call: ToolCall, notes: str) -> str:
     """The hook's answer in the calling client's shape."""
+    from mtl_mcp.text.frames import neutral  # only with notes: the common path stays lean
+
+    notes = neutral(notes)  # the service renders them so; an older service may not
     if call.client == "cursor":
         return json.dumps({"additional_context": notes})
     if call.client in ("copilot-cli", "opencode"):
