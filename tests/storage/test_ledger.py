@@ -111,3 +111,44 @@ def test_a_damaged_ledger_is_our_error_with_the_fix(tmp_path: Path) -> None:
     path.unlink()
     ledger.add_recalls([recall("s2", "ins_a")])
     assert ledger.sessions() == ["s2"] and oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def _forgetter(path: str, worker: int, failures: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    ledger = Ledger(Path(path))
+    for n in range(30):
+        try:
+            ledger.add_recalls([recall(f"f{worker}", f"ins_{worker}_{n}", f"ins_k_{n}")])
+            ledger.add_verdicts(
+                [
+                    VerdictEntry(
+                        session_id=f"f{worker}", insight=f"ins_{worker}_{n}", verdict="helped"
+                    )
+                ]
+            )
+            ledger.forget([f"ins_{worker}_{n}"])
+            ledger.figures()
+        except Exception as exc:  # what a user's command would have printed
+            failures.put(f"worker {worker}, forget {n}: {exc}")
+
+
+def test_forgets_by_several_writers_at_once_wait_for_the_lock_and_never_fail(
+    tmp_path: Path,
+) -> None:
+    """Four processes recording, judging and forgetting at once (each forget vacuums the
+    file): every command waits for the lock instead of failing with "database is locked"."""
+    path = str(tmp_path / "ledger.sqlite")
+    Ledger(Path(path)).add_recalls([recall("seed", "ins_seed")])
+    context = multiprocessing.get_context("spawn")
+    failures = context.Queue()
+    workers = [context.Process(target=_forgetter, args=(path, w, failures)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+        assert worker.exitcode == 0
+    said = []
+    while not failures.empty():
+        said.append(failures.get())
+    assert said == []
+    left = {hit.id for entry in Ledger(Path(path)).recalls() for hit in entry.hits}
+    assert left == {"ins_seed"} | {f"ins_k_{n}" for n in range(30)}
