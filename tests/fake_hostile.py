@@ -69,6 +69,11 @@ class HostileServer:
                 self._answers = []
             self._answers.append(Answer(body, **options))  # type: ignore[arg-type]
 
+    def always(self, body: bytes = b"", **options: object) -> None:
+        """From now on, answer every request so (a fuzzer sets one answer per example)."""
+        with self._lock:
+            self._answers, self._next = [Answer(body, **options)], 0  # type: ignore[arg-type]
+
     def _take(self) -> Answer:
         with self._lock:
             answer = self._answers[min(self._next, len(self._answers) - 1)]
