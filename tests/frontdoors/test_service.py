@@ -381,3 +381,26 @@ def test_a_cli_purge_leaves_no_trace_of_a_recall_the_service_still_holds(
         p for p in settings.home.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()
     ]
     assert found == []
+
+
+def test_a_window_given_json_nested_past_any_limit_keeps_serving(settings: Settings) -> None:
+    """A model's tool arguments can nest without end: the relay (which reads each message
+    to track what needs an answer) and the service read it as bad JSON, and the window
+    answers the next call as if nothing happened."""
+    Memory(settings).record([LESSON])
+    window = raw_window(settings.home)
+    try:
+        nested = "[" * 200_000 + "]" * 200_000
+        stdin = window.process.stdin
+        assert stdin is not None
+        stdin.write(
+            b'{"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": '
+            b'"record_session", "arguments": {"summary": "s", "insights": '
+            + nested.encode()
+            + b"}}}\n"
+        )
+        stdin.flush()
+        assert raw_recall(window)["structuredContent"]["results"]
+        assert window.process.poll() is None
+    finally:
+        window.close()
