@@ -178,3 +178,22 @@ def test_claude_printing_past_the_cap_is_our_error(
     backend = ClaudeCodeBackend(load_settings(), str(script))
     with pytest.raises(DistillUnavailable, match=r"claude printed more than 8 MB and was stopped"):
         judge(backend)
+
+
+def test_doctors_structured_call_has_its_own_short_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model list answers, the chat request drips: `doctor` gives up at its own
+    deadline for the question, not at MTL_MCP_OPENAI_TIMEOUT (300 s, a job's)."""
+    from mtl_mcp.operations import doctor
+
+    monkeypatch.setattr(doctor, "PING_TIMEOUT", 1.0)
+    with HostileServer() as server:
+        server.answer(json.dumps({"data": [{"id": MODEL}]}).encode())
+        server.answer(b"{}")  # Ollama's /api/show
+        server.answer(b"{}")  # llama.cpp's /props
+        server.answer(b"{", drip=b" " * 100, interval=0.3)
+        settings = openai_settings(server.base_url, monkeypatch, "300")
+        check = doctor._openai_endpoint(settings)
+        server.wait_hung_up(1)
+    assert not check.ok and "did not answer within 1 s at the doctor step" in check.detail

@@ -64,6 +64,7 @@ CUT = "\n[... {} lines cut to fit the model's context window ...]\n"
 _DIGEST = re.compile(r"(<session_digest>\n)(.*)(\n</session_digest>)", re.S)
 _FIX_MODEL = "set MTL_MCP_OPENAI_MODEL to a larger instruction-tuned model"
 _SCHEMA_REFUSED = ("response_format", "json_schema", "schema")
+_SETTING = " (MTL_MCP_OPENAI_TIMEOUT)"
 
 
 def digest_cut(user: str, room_tokens: int) -> str:
@@ -118,8 +119,12 @@ class OpenAIBackend:
         *,
         endpoint: Endpoint | None = None,
         record_answers: bool = True,
+        timeout: float | None = None,
     ) -> None:
+        """`timeout`: each chat request's deadline, if not MTL_MCP_OPENAI_TIMEOUT's (the
+        doctor's question is short, and must not keep it waiting as long as a job may)."""
         self._settings = settings
+        self.timeout = timeout or settings.openai_timeout
         self.endpoint = endpoint or Endpoint(settings)
         self._status = status
         self._context: tuple[int, str] | None = None
@@ -334,14 +339,14 @@ class OpenAIBackend:
 
         url = f"{self.endpoint.base}/chat/completions"
         try:
-            return self.endpoint.post(url, body)
+            return self.endpoint.post(url, body, self.timeout)
         except httpx2.TimeoutException:
             # It may have spent the tokens: count a whole call, as for a killed CLI.
             usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
             raise DistillUnavailable(
-                f"{self.endpoint.shown} did not answer within {self._settings.openai_timeout:g} s "
-                f"at the {step} step (MTL_MCP_OPENAI_TIMEOUT); the job stays queued and is "
-                "retried later"
+                f"{self.endpoint.shown} did not answer within {self.timeout:g} s at the {step} "
+                f"step{_SETTING if self.timeout == self._settings.openai_timeout else ''}; the "
+                "job stays queued and is retried later"
             ) from None
         except AnswerTooLarge as exc:
             usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
