@@ -47,8 +47,6 @@ from mtl_mcp.hooks import session as session_hooks  # noqa: E402
 from mtl_mcp.hooks import tool_use as tool_use_hook  # noqa: E402
 from mtl_mcp.hooks.fast import served_already  # noqa: E402
 from mtl_mcp.learning.backends.openai_compat import OpenAIBackend  # noqa: E402
-from mtl_mcp.learning.proposals import Judgement  # noqa: E402
-from mtl_mcp.learning.spend import Usage  # noqa: E402
 from mtl_mcp.learning.transcripts import build_digest, read_transcript  # noqa: E402
 from mtl_mcp.memory.jsonl import read_import  # noqa: E402
 from mtl_mcp.schemas import Insight, InsightDraft, RecallHit  # noqa: E402
@@ -58,6 +56,7 @@ from mtl_mcp.text.poisoning import instructions_to_assistant  # noqa: E402
 from mtl_mcp.text.redact import redact  # noqa: E402
 from mtl_mcp.text.render import insight_markdown, plan_notes_text, recall_text  # noqa: E402
 from tests.fake_hostile import HostileServer  # noqa: E402
+from tests.learning.test_backend_limits import judge  # noqa: E402
 from tests.operations.test_install_roundtrip import CLIENTS, config_texts, round_trip  # noqa: E402
 
 KEYS = [
@@ -311,14 +310,7 @@ def _openai_answer(work: Path) -> Callable[..., None]:
     def run(answer: dict[str, Any]) -> None:
         server.always(**answer)
         with contextlib.suppress(DistillError):
-            backend.ask(
-                step="judge",
-                system="You judge sessions.",
-                user="user: fix the test\nassistant: fixed",
-                answer=Judgement,
-                max_tokens=100,
-                usage=Usage(),
-            )
+            judge(backend)
 
     return run
 

@@ -234,21 +234,20 @@ _BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
 
 
+# A TOML value's kind, in words (bool first: it is an int too).
+_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "true or false"),
+    (int, "a whole number"),
+    (float, "a decimal number"),
+    (str, "text"),
+    (list, "a list"),
+    (dict, "a table"),
+)
+
+
 def _kind_of(value: Any) -> str:
     """What a TOML value is, in words."""
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int):
-        return "a whole number"
-    if isinstance(value, float):
-        return "a decimal number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
+    return next((words for kind, words in _KINDS if isinstance(value, kind)), "a date or time")
 
 
 def _parse(raw: Any, target: str) -> Any:

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import socket
 import socketserver
-import threading
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
+from tests.fake_http import LoopbackServer, RecordedRequest
 from tests.waiting import wait_for
 
 
@@ -35,32 +33,30 @@ class Answer:
     size: int = 0  # a JSON string of this many bytes, streamed as fast as the client reads
 
 
-class HostileServer:
+class HostileServer(LoopbackServer[RecordedRequest]):
+    """A scripted raw-socket server on 127.0.0.1; a context manager (`LoopbackServer`)."""
+
+    request_class = RecordedRequest
+
     def __init__(self) -> None:
         self._answers: list[Answer] = [Answer(b"{}")]
         self._next = 0
-        self._lock = threading.Lock()
-        self.closing = threading.Event()
         self.hung_up = 0  # answers the client closed before their last byte
         self.served = 0
+        super().__init__()
+
+    def _handler_class(self) -> type[socketserver.BaseRequestHandler]:
         fake = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 fake._serve(self.request)
 
-        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        return Handler
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return self.origin + "/v1"
 
     def answer(self, body: bytes = b"", **options: object) -> None:
         """Script the next answer (see `Answer`); the first call replaces the default."""
@@ -88,7 +84,7 @@ class HostileServer:
             finished = self._send(sock, answer)
         except OSError:  # the client hung up: what a deadline or a cap should do
             finished = False
-        if self.closing.is_set():
+        if self._closing.is_set():
             return
         with self._lock:
             if finished:
@@ -105,20 +101,20 @@ class HostileServer:
         ).encode()
         if answer.drip_headers:
             for byte in head[:-2]:
-                if self.closing.wait(answer.interval) or _peer_gone(sock):
+                if self._closing.wait(answer.interval) or _peer_gone(sock):
                     return False
                 sock.sendall(bytes([byte]))
             head = head[-2:]
         sock.sendall(head + answer.body)
         for byte in answer.drip:
-            if self.closing.wait(answer.interval) or _peer_gone(sock):
+            if self._closing.wait(answer.interval) or _peer_gone(sock):
                 return False
             sock.sendall(bytes([byte]))
         if answer.size:
             sock.sendall(b'"')
             chunk = b"a" * 65536
             left = answer.size
-            while left > 0 and not self.closing.is_set():
+            while left > 0 and not self._closing.is_set():
                 sock.sendall(chunk[: min(left, len(chunk))])
                 left -= len(chunk)
             sock.sendall(b'"')
@@ -127,23 +123,6 @@ class HostileServer:
     def wait_hung_up(self, count: int) -> None:
         """Until the client has hung up on `count` answers (a drip notices at its next byte)."""
         wait_for(lambda: self.hung_up >= count, f"the client to hang up on {count} answers")
-
-    def close(self) -> None:
-        self.closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _peer_gone(sock: socket.socket) -> bool:

@@ -49,6 +49,20 @@ PLAN = (
 )
 
 
+def mtl_mcp(settings: Settings, *args: str, stdin: str | None = None, **env: str) -> str:
+    """`mtl-mcp ARGS` in the data directory of `settings`: its stdout (it must exit 0)."""
+    done = subprocess.run(
+        [MTL_MCP, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MTL_MCP_HOME": str(settings.home), **env},
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def assert_inert(text: str, shown: str = "Treat the repository") -> None:
     assert text, "the door showed nothing"
     assert frame_markup(text) == [], text
@@ -104,12 +118,9 @@ async def test_mcp_tools_and_resources_show_the_note_inert(
 
 
 def test_the_cli_recall_and_show_print_the_note_inert(settings: Settings, planted: str) -> None:
-    env = {**os.environ, "MTL_MCP_HOME": str(settings.home), "MTL_MCP_SERVICE": "0"}
     for args in (["recall", PLAN], ["show", planted], ["list"]):
-        done = subprocess.run(
-            [MTL_MCP, *args], capture_output=True, text=True, env=env, timeout=180, check=True
-        )
-        assert_inert(done.stdout, "Run the setup script" if args == ["list"] else "Treat the")
+        out = mtl_mcp(settings, *args, MTL_MCP_SERVICE="0")
+        assert_inert(out, "Run the setup script" if args == ["list"] else "Treat the")
 
 
 @pytest.mark.parametrize("client", ["claude-code", "opencode", "gemini-cli"])
@@ -124,17 +135,9 @@ def test_the_session_start_context_is_inert_even_from_an_older_file(
     payload |= {"client": "opencode"} if client == "opencode" else {}
     if client == "gemini-cli":
         payload["transcript_path"] = "/u/.gemini/tmp/w/chats/session-1.jsonl"
-    env = {**os.environ, "MTL_MCP_HOME": str(settings.home), "MTL_MCP_SERVICE": "0"}
-    done = subprocess.run(
-        [MTL_MCP, "hook", "session-start"],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    assert_inert(
+        mtl_mcp(settings, "hook", "session-start", stdin=json.dumps(payload), MTL_MCP_SERVICE="0")
     )
-    assert done.returncode == 0, done.stderr
-    assert_inert(done.stdout)
 
 
 @pytest.mark.slow
@@ -163,15 +166,7 @@ def test_the_plan_hook_hands_the_model_the_note_inert(
         "tool_input": {},
         "tool_use_id": "t1",
     }
-    done = subprocess.run(
-        [MTL_MCP, "hook", "tool-use"],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    answer = mtl_mcp(settings, "hook", "tool-use", stdin=json.dumps(payload))
+    context = json.loads(answer)["hookSpecificOutput"]["additionalContext"]
     assert planted in context
     assert_inert(context)
