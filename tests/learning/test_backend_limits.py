@@ -18,6 +18,7 @@ import pytest
 
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.errors import DistillUnavailable
+from mtl_mcp.learning.backends import Backend
 from mtl_mcp.learning.backends.anthropic_api import AnthropicBackend, make_client
 from mtl_mcp.learning.backends.child import run_child
 from mtl_mcp.learning.backends.claude_code import ClaudeCodeBackend
@@ -41,7 +42,7 @@ def openai_settings(base_url: str, monkeypatch: pytest.MonkeyPatch, timeout: str
     return load_settings()
 
 
-def judge(backend: OpenAIBackend | AnthropicBackend | ClaudeCodeBackend) -> Judgement:
+def judge(backend: Backend) -> Judgement:
     answer = backend.ask(
         step="judge",
         system="You judge sessions.",
@@ -73,7 +74,7 @@ def test_an_openai_server_that_drips_its_answer_is_cut_at_the_deadline(
     """MTL_MCP_OPENAI_TIMEOUT is the whole request's deadline, not each read's: every byte
     comes within the read timeout, and still the client hangs up and says why."""
     with HostileServer() as server:
-        server.answer(interval=0.3, **drip)  # type: ignore[arg-type]
+        server.answer(interval=0.3, **drip)
         backend = probeless(OpenAIBackend(openai_settings(server.base_url, monkeypatch, "1")))
         with pytest.raises(DistillUnavailable, match=r"did not answer within 1 s"):
             judge(backend)
@@ -197,3 +198,15 @@ def test_doctors_structured_call_has_its_own_short_deadline(
         check = doctor._openai_endpoint(settings)
         server.wait_hung_up(1)
     assert not check.ok and "did not answer within 1 s at the doctor step" in check.detail
+
+
+def test_a_sampled_answer_past_the_cap_is_one_unusable_answer() -> None:
+    """MCP sampling: the client holds the call, so its deadline is the client's; what it
+    answers is read only up to ANSWER_MAX_CHARS, and a longer answer is unusable output."""
+    from mtl_mcp.errors import UnusableOutput
+    from mtl_mcp.learning.backends.sampling import ANSWER_MAX_CHARS, SampledAnswers
+
+    huge = json.dumps({"outcome": "success", "reason": "x" * ANSWER_MAX_CHARS})
+    with pytest.raises(UnusableOutput, match=r"the answer is [\d,]+ characters long"):
+        judge(SampledAnswers([huge], "client-model"))
+    assert judge(SampledAnswers([json.dumps(JUDGED)], "client-model")).outcome == "success"
