@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import re
+import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -152,3 +154,28 @@ def test_forgets_by_several_writers_at_once_wait_for_the_lock_and_never_fail(
     assert said == []
     left = {hit.id for entry in Ledger(Path(path)).recalls() for hit in entry.hits}
     assert left == {"ins_seed"} | {f"ins_k_{n}" for n in range(30)}
+
+
+@pytest.mark.parametrize("holder", ["a writer", "a reader"])
+def test_a_forget_waits_for_a_lock_held_past_sqlites_busy_timeout(
+    holder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the ledger longer than SQLite waits by itself (BUSY_MS, made
+    short here): a writer in its transaction, or a reader whose open read keeps a commit
+    and the vacuum out. The forget waits for it, then does its work; it never fails with
+    "database is locked"."""
+    monkeypatch.setattr(ledger_module, "BUSY_MS", 100)
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_recalls([recall("s1", "ins_gone", "ins_kept")])
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE" if holder == "a writer" else "BEGIN")
+    other.execute("SELECT COUNT(*) FROM recalls").fetchall()  # a reader's lock
+    release = threading.Timer(1.0, other.commit)
+    release.start()
+    try:
+        assert ledger.forget({"ins_gone"}) == 1
+    finally:
+        release.join()
+        other.close()
+    assert [[h.id for h in r.hits] for r in ledger.recalls()] == [["ins_kept"]]
