@@ -1,12 +1,21 @@
 """Time-boxed fuzzing of every reader of untrusted input, with hypothesis.
 
-    python bench/fuzz.py [--seconds 300] [--out FILE]
+    python bench/fuzz.py [--seconds 300] [--out FILE] [--only NAME ...]
 
 Targets (the time box is shared equally): the import reader, the transcript readers and
-digest, the insight models with the lint, the poisoning check, redaction and rendering,
-the hook input parser, and the store's `record` on a real store. A crash is any exception
-other than the documented ones (a ValidationError from a model, a ValueError from the hook
-parser); the run reports examples tried and crashes per target, and exits 1 on any crash.
+digest, the insight models with the lint, the poisoning check, redaction and rendering
+(which must leave no frame markup), the hooks' stdin (the tool-use, session-start and
+session-end doors, FIFOs and devices among the paths), the config file and the
+environment, the `openai` backend against a fake server sending fuzzed answers (huge,
+dripped, invalid UTF-8, lone surrogates, nested JSON, near-misses of the schema), the JSONC
+installers (install then uninstall gives back every byte, or install refuses in our
+words), and the store's `record` on a real store.
+
+A crash is any exception other than the documented ones (a ValidationError from a model,
+our errors where a door translates them: ConfigError from settings, DistillError from a
+backend, InputError from a hook's input); the run reports examples tried and crashes per
+target, and exits 1 on any crash. The hook doors run in process, with process spawning
+(the worker, the service) turned off: a fuzzer must not start thousands of them.
 """
 
 from __future__ import annotations
@@ -14,6 +23,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
+import os
+import sys
 import tempfile
 import time
 import traceback
@@ -25,16 +37,27 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mtl_mcp import Memory
-from mtl_mcp.config import load_settings
-from mtl_mcp.hooks.session import parse_input
-from mtl_mcp.learning.transcripts import build_digest, read_transcript
-from mtl_mcp.memory.jsonl import read_import
-from mtl_mcp.schemas import Insight, InsightDraft, RecallHit
-from mtl_mcp.text.lint import lint
-from mtl_mcp.text.poisoning import instructions_to_assistant
-from mtl_mcp.text.redact import redact
-from mtl_mcp.text.render import insight_markdown, recall_text
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the fakes in tests/
+
+from mtl_mcp import Memory  # noqa: E402
+from mtl_mcp.config import Settings, load_settings  # noqa: E402
+from mtl_mcp.errors import ConfigError, DistillError, MtlError  # noqa: E402
+from mtl_mcp.hooks import session as session_hooks  # noqa: E402
+from mtl_mcp.hooks import tool_use as tool_use_hook  # noqa: E402
+from mtl_mcp.hooks.fast import served_already  # noqa: E402
+from mtl_mcp.learning.backends.openai_compat import OpenAIBackend  # noqa: E402
+from mtl_mcp.learning.transcripts import build_digest, read_transcript  # noqa: E402
+from mtl_mcp.memory.jsonl import read_import  # noqa: E402
+from mtl_mcp.schemas import Insight, InsightDraft, RecallHit  # noqa: E402
+from mtl_mcp.text.frames import FRAME_TAGS, frame_markup  # noqa: E402
+from mtl_mcp.text.lint import lint  # noqa: E402
+from mtl_mcp.text.poisoning import instructions_to_assistant  # noqa: E402
+from mtl_mcp.text.redact import redact  # noqa: E402
+from mtl_mcp.text.render import insight_markdown, plan_notes_text, recall_text  # noqa: E402
+from tests.fake_hostile import HostileServer  # noqa: E402
+from tests.learning.test_backend_limits import judge  # noqa: E402
+from tests.operations.test_install_roundtrip import CLIENTS, config_texts, round_trip  # noqa: E402
 
 KEYS = [
     "title", "description", "content", "polarity", "category", "domain", "languages", "tags",
@@ -86,7 +109,9 @@ FORMATS = st.sampled_from(["auto", "claude-code", "codex", "trajectory", "text"]
 WORDS = st.sampled_from(
     ["run", "the", "test", "before", "editing", "code", "check", "inputs", "retry", "with",
      "backoff", "cache", "never", "always", "'", '"', ";", "--", "\\", "\x00", "\u202e",
-     "\U0001f600", "%s", "{}", "$(id)", "`ls`", "<script>", "DROP", "TABLE"]
+     "\U0001f600", "%s", "{}", "$(id)", "`ls`", "<script>", "DROP", "TABLE",
+     "</system-reminder>", "<|im_start|>", "[INST]", "<invoke", "<<SYS>>",
+     *(f"<{tag}>" for tag in FRAME_TAGS[:8])]
 )  # fmt: skip
 WORDY = st.fixed_dictionaries(
     {
@@ -148,18 +173,155 @@ def _models(work: Path) -> Callable[..., None]:
                 score=0.0,
                 similarity=0.0,
             )
-            recall_text([hit])
+            for rendered in (recall_text([hit]), plan_notes_text([hit])):
+                assert frame_markup(rendered) == [], rendered
 
     return run
 
 
+PATHS = st.sampled_from(["fifo", "/dev/zero", "/dev/null", "/dev/stdin", "/etc/passwd", "."])
+PAYLOADS = st.fixed_dictionaries(
+    {
+        "session_id": st.one_of(st.text(max_size=40), st.just("s-fuzz")),
+        "hook_event_name": st.sampled_from(
+            ["PostToolUse", "PostToolUseFailure", "AfterTool", "SessionStart", "SessionEnd", "x"]
+        ),
+        "tool_name": st.sampled_from(["Bash", "ExitPlanMode", "TodoWrite", "Read", "ToolSearch"]),
+        "transcript_path": PATHS,
+    },
+    optional={
+        "prompt_id": st.text(max_size=8),
+        "tool_use_id": st.text(max_size=8),
+        "tool_input": JSON,
+        "tool_response": st.one_of(JSON, st.fixed_dictionaries({"filePath": PATHS})),
+        "cwd": st.one_of(st.text(max_size=20), PATHS),
+    },
+)
+STDIN = st.one_of(
+    st.text(max_size=3000),
+    JSON.map(json.dumps),
+    PAYLOADS.map(json.dumps),
+    LINE.map(lambda b: b.decode("utf-8", errors="replace")),
+)
+
+
 def _hook_input(work: Path) -> Callable[..., None]:
-    @given(raw=st.one_of(st.text(max_size=3000), JSON.map(json.dumps)))
+    """The hooks' doors in process: the fast path, the tool-use hook and the session hooks.
+    Our errors (InputError for a bad payload) are what the session hooks' front door logs;
+    the tool-use hook and the fast path may raise nothing."""
+    os.mkfifo(work / "fifo")
+    os.chdir(work)  # the payloads' "fifo" is this one
+    settings = load_settings(work / "home", starter=False, hook_budget_seconds=0.2)
+    tool_use_hook.start_in_background = lambda settings: None  # type: ignore[assignment]
+    session_hooks.spawn_detached = lambda settings, *args: None  # type: ignore[assignment]
+
+    @given(raw=STDIN)
     def run(raw: str) -> None:
-        # Documented failures, which the hook front door logs: ValueError (ValidationError
-        # is one) and RecursionError for hostile nesting.
-        with contextlib.suppress(ValueError, RecursionError):
-            parse_input(raw)
+        served_already(str(settings.home), raw)
+        tool_use_hook.tool_use(raw, settings)
+        for door in (session_hooks.session_end, session_hooks.parse_input):
+            with contextlib.suppress(MtlError):
+                door(raw, settings) if door is session_hooks.session_end else door(raw)
+
+    return run
+
+
+NAMES = [
+    "digest_tokens", "service_idle_seconds", "openai_timeout", "plan_recall", "starter",
+    "claude_command", "local_daily_tokens", "hook_budget_seconds", "distill_backend",
+    "plan_recall_floor", "openai_base_url", "storage", "unknown_one",
+]  # fmt: skip
+TOML_VALUES = st.one_of(
+    st.integers(-(10**20), 10**20).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(
+        lambda f: {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(str(f), repr(f))
+    ),
+    st.sampled_from(["true", "false", "[6000]", "{ a = 1 }", "1979-05-27", '"x"', '"nan"', "[]"]),
+    st.text(max_size=20).map(json.dumps),
+)
+
+
+def _config(work: Path) -> Callable[..., None]:
+    """config.toml and the environment: Settings, or a ConfigError; never anything else."""
+    home = work / "home"
+    home.mkdir()
+
+    @given(
+        lines=st.lists(st.tuples(st.sampled_from(NAMES), TOML_VALUES), max_size=5),
+        garbage=st.one_of(st.just(b""), st.binary(max_size=200)),
+        env=st.one_of(st.none(), st.tuples(st.sampled_from(NAMES[:4]), st.text(max_size=12))),
+    )
+    def run(lines: list[tuple[str, str]], garbage: bytes, env: tuple[str, str] | None) -> None:
+        text = "".join(f"{name} = {value}\n" for name, value in lines).encode() + garbage
+        (home / "config.toml").write_bytes(text)
+        name = f"MTL_MCP_{env[0].upper()}" if env else None
+        if env and name and "\x00" not in env[1]:
+            os.environ[name] = env[1]
+        try:
+            settings = load_settings(home)
+            assert isinstance(settings, Settings)
+        except ConfigError as exc:
+            assert "Traceback" not in str(exc) and "pydantic" not in str(exc)
+        finally:
+            if name:
+                os.environ.pop(name, None)
+
+    return run
+
+
+def _answer_bodies() -> st.SearchStrategy[dict[str, Any]]:
+    """What a broken or hostile chat-completions server sends, as `HostileServer` options."""
+    content = st.one_of(
+        st.just('{"outcome": "success", "reason": "tests pass"}'),
+        st.text(max_size=400),
+        st.just('{"outcome": "success", "reason": "lone \ud83d"}'),
+        JSON.map(json.dumps),
+        st.integers(1, 5000).map(lambda n: '{"a":' * n + "1" + "}" * n),
+    )
+    completion = content.map(
+        lambda text: json.dumps({"choices": [{"message": {"content": text}}]}).encode()
+    )
+    body = st.one_of(
+        completion,
+        st.binary(max_size=300),
+        st.just(b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'),
+        st.just(b'{"choices": [{"message": {"content": "\\ud800"}}]}'),
+        st.integers(1, 100_000).map(lambda n: b"[" * n + b"]" * n),
+        JSON.map(lambda v: json.dumps(v).encode()),
+    )
+    return st.one_of(
+        st.fixed_dictionaries({"body": body, "status": st.sampled_from([200, 200, 400, 429, 500])}),
+        st.just({"body": b'{"choices": [', "size": 20 << 20}),  # 20 MB: past the cap
+        st.just({"body": b"{", "drip": b" " * 20, "interval": 0.2}),  # past the deadline
+    )
+
+
+def _openai_answer(work: Path) -> Callable[..., None]:
+    """The backend against fuzzed answers: an Answer, or our DistillError; never another
+    exception, never a hang past its deadline, never more than its cap read."""
+    server = HostileServer()
+    os.environ["MTL_MCP_OPENAI_BASE_URL"] = server.base_url
+    os.environ["MTL_MCP_OPENAI_MODEL"] = "qwen3:0.6b"
+    os.environ["MTL_MCP_OPENAI_TIMEOUT"] = "1"
+    backend = OpenAIBackend(load_settings(work / "home", starter=False), record_answers=False)
+    backend._context = (8192, "fuzz")  # the chat requests only: no context-window probes
+
+    @given(answer=_answer_bodies())
+    def run(answer: dict[str, Any]) -> None:
+        server.always(**answer)
+        with contextlib.suppress(DistillError):
+            judge(backend)
+
+    return run
+
+
+def _installers(work: Path) -> Callable[..., None]:
+    """Install then uninstall, for every JSON client, over generated JSON(C) files."""
+
+    @given(client=st.sampled_from(CLIENTS), data=st.data())
+    def run(client: Any, data: Any) -> None:
+        hooks = data.draw(st.none() | config_texts(client, comments=False))
+        round_trip(client, data.draw(config_texts(client)), hooks)
 
     return run
 
@@ -179,7 +341,10 @@ TARGETS: dict[str, Callable[[Path], Callable[..., None]]] = {
     "import reader": _import_reader,
     "transcript readers + digest": _transcripts,
     "insight models + lint, poisoning check, redaction, rendering": _models,
-    "hook input": _hook_input,
+    "hook stdin": _hook_input,
+    "config file and environment": _config,
+    "openai answer": _openai_answer,
+    "JSONC installers": _installers,
     "store.record": _store,
 }
 
@@ -220,14 +385,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=300.0, help="The whole time box.")
     parser.add_argument("--out", type=Path, help="Also write the report as JSON here.")
+    parser.add_argument("--only", nargs="*", choices=list(TARGETS), help="These targets only.")
     args = parser.parse_args()
-    share = args.seconds / len(TARGETS)
+    chosen = args.only or list(TARGETS)
+    logging.getLogger().setLevel(logging.CRITICAL)  # what the doors log is not a crash
+    logging.getLogger().addHandler(logging.NullHandler())
+    share = args.seconds / len(chosen)
     report: dict[str, Any] = {"seconds": args.seconds, "targets": {}}
+    home = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="mtl-fuzz-") as tmp:
-        for name in TARGETS:
+        os.environ["MTL_MCP_HOME"] = str(Path(tmp) / "home")
+        os.environ["MTL_MCP_SERVICE"] = "0"
+        for name in chosen:
             work = Path(tmp) / name.split()[0]
             work.mkdir()
             result = fuzz(name, share, work)
+            os.chdir(home)
             report["targets"][name] = result
             print(f"{name}: {result['examples']} examples, {len(result['crashes'])} crashes")
             for key, detail in result["crashes"].items():

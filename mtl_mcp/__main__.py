@@ -41,6 +41,23 @@ def _tool_use_hook(args: list[str]) -> tuple[bool, str | None]:
     return not rest, None  # anything else (--help) goes to the CLI
 
 
+def _run_tool_use_hook(home: str | None) -> int:
+    """The tool-use hook: 0 whatever happens, and nothing on stdout but its answer."""
+    try:
+        from mtl_mcp.hooks.fast import named_home, read_stdin, served_already
+
+        raw = read_stdin()
+        folder = named_home(home)
+        if folder is not None and served_already(folder, raw):
+            return 0
+        from mtl_mcp.hooks.tool_use import run
+
+        return run(home, raw)
+    except Exception as exc:  # a front door: nothing may escape into the user's session
+        sys.stderr.write(f"mtl-mcp hook: {type(exc).__name__} (a bug: please report it)\n")
+        return 0
+
+
 def main() -> None:
     stdio, home, verbose = _stdio_serve(sys.argv[1:])
     if stdio:
@@ -49,15 +66,7 @@ def main() -> None:
         sys.exit(serve_window(home, verbose))
     hook, home = _tool_use_hook(sys.argv[1:])
     if hook:  # after every tool call: no click, no CLI imports, and mostly nothing to do
-        from mtl_mcp.hooks.fast import named_home, read_stdin, served_already
-
-        raw = read_stdin()
-        folder = named_home(home)
-        if folder is not None and served_already(folder, raw):
-            sys.exit(0)
-        from mtl_mcp.hooks.tool_use import run
-
-        sys.exit(run(home, raw))
+        sys.exit(_run_tool_use_hook(home))
     from mtl_mcp.cli import main as cli
 
     cli()

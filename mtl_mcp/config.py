@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import sys
 import time
@@ -90,6 +91,7 @@ class Settings:
     read_only: bool = field(default=False, metadata={"env": "MTL_MCP_READ_ONLY"})
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not self.store_uri:
             object.__setattr__(self, "store_uri", str(self.home / "store"))
         if self.digest_tokens < 200:
@@ -102,10 +104,11 @@ class Settings:
                 f"refresh_seconds {self.refresh_seconds} is out of range: check a store on "
                 "object storage for other machines' writes every 0.1 to 3600 s (default 10)"
             )
-        if self.service_idle_seconds <= 0:
+        if not 0 < self.service_idle_seconds <= _YEAR:
             raise ConfigError(
-                f"service_idle_seconds {self.service_idle_seconds} must be positive: the "
-                "service exits after that long with no window (default 600)"
+                f"service_idle_seconds {self.service_idle_seconds} is out of range: the "
+                "service exits after that long with no window, more than 0 and at most "
+                "31536000 s (default 600)"
             )
         if self.distill_backend not in DISTILL_BACKENDS:
             raise ConfigError(
@@ -117,9 +120,10 @@ class Settings:
                 f"subscription_daily_tokens {self.subscription_daily_tokens} is negative: use 0 "
                 "(never spend a subscription) or a number of tokens (default 100000)"
             )
-        if self.cli_timeout <= 0:
+        if not 0 < self.cli_timeout <= _DAY:
             raise ConfigError(
-                f"cli_timeout {self.cli_timeout} is not a number of seconds: use e.g. 180"
+                f"cli_timeout {self.cli_timeout} is out of range: use a number of seconds, "
+                "more than 0 and at most 86400 (default 180)"
             )
         if not 0.05 <= self.hook_budget_seconds <= 30:
             raise ConfigError(
@@ -141,9 +145,10 @@ class Settings:
                 f"openai_context_tokens {self.openai_context_tokens} is too small for a "
                 "session: use the model's context window, at least 1024 (default 8192)"
             )
-        if self.openai_timeout <= 0:
+        if not 0 < self.openai_timeout <= _DAY:
             raise ConfigError(
-                f"openai_timeout {self.openai_timeout} is not a number of seconds: use e.g. 300"
+                f"openai_timeout {self.openai_timeout} is out of range: use a number of "
+                "seconds, more than 0 and at most 86400 (default 300)"
             )
         if self.local_daily_tokens is not None and self.local_daily_tokens < 0:
             raise ConfigError(
@@ -180,6 +185,30 @@ class Settings:
         return self.home / "config.toml"
 
 
+_DAY = 86_400.0
+_YEAR = 365 * _DAY
+
+
+def _check_types(settings: Settings) -> None:
+    """Every setting of the type its field declares, and every number finite, however the
+    Settings were made (the config file and the environment are checked earlier, with the
+    place they were set named; this also holds for flags and for library callers)."""
+    for spec in fields(settings):
+        value = getattr(settings, spec.name)
+        kind = str(spec.type)
+        if kind == "float":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (ok and math.isfinite(value)):
+                raise ConfigError(f"{spec.name} {value!r} is not a finite number: use e.g. 1.5")
+        elif kind in ("int", "int | None"):
+            if not (isinstance(value, int) and not isinstance(value, bool)) and not (
+                value is None and kind == "int | None"
+            ):
+                raise ConfigError(f"{spec.name} {value!r} is not a whole number: use e.g. 1000")
+        elif kind == "bool" and not isinstance(value, bool):
+            raise ConfigError(f"{spec.name} {value!r} is not true or false")
+
+
 def local_path(uri: str) -> Path | None:
     """The directory a store URI names on this machine; None for an object-store URI
     (s3://, gs://, az://, ...)."""
@@ -200,25 +229,100 @@ def default_home() -> Path:
     return platform_home()
 
 
-def _coerce(name: str, raw: Any, target: Any) -> Any:
-    """Turn a string from the environment or a TOML value into the field's type."""
-    try:
-        if target is bool or target == "bool":
-            if isinstance(raw, bool):
-                return raw
-            lowered = str(raw).strip().lower()
-            if lowered in {"1", "true", "yes", "on"}:
-                return True
-            if lowered in {"0", "false", "no", "off"}:
-                return False
+# What each kind of setting takes, in words, for an error message.
+_TAKES = {
+    "bool": "true or false",
+    "int": "a whole number",
+    "int | None": "a whole number",
+    "float": "a number",
+}
+_BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True}
+_BOOL_WORDS |= {"0": False, "false": False, "no": False, "off": False}
+
+
+# A TOML value's kind, in words (bool first: it is an int too).
+_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "true or false"),
+    (int, "a whole number"),
+    (float, "a decimal number"),
+    (str, "text"),
+    (list, "a list"),
+    (dict, "a table"),
+)
+
+
+def _kind_of(value: Any) -> str:
+    """What a TOML value is, in words."""
+    return next((words for kind, words in _KINDS if isinstance(value, kind)), "a date or time")
+
+
+def _parse(raw: Any, target: str) -> Any:
+    """`raw` (the environment's text, or a TOML value) as a value of the field's type
+    `target`; ValueError if it is not one. Text parses as the environment's does."""
+    if isinstance(raw, str) and target != "str" and target in _TAKES:
+        text = raw.strip()
+        if target == "bool":
+            if text.lower() not in _BOOL_WORDS:
+                raise ValueError(raw)
+            return _BOOL_WORDS[text.lower()]
+        return int(text) if target != "float" else float(text)
+    if target == "bool":
+        if not isinstance(raw, bool):
             raise ValueError(raw)
-        if target in (int, "int", "int | None"):
-            return int(raw)
-        if target in (float, "float"):
-            return float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a valid {target}: fix it or unset it") from None
-    return str(raw)
+        return raw
+    if target in ("int", "int | None"):
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ValueError(raw)
+        return raw
+    if target == "float":
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise ValueError(raw)
+        return float(raw)
+    if not isinstance(raw, str):  # every other setting is text
+        raise ValueError(raw)
+    return raw
+
+
+def _coerce(name: str, raw: Any, target: str, source: str) -> Any:
+    """A setting's value from the environment variable `source` (text) or from the config
+    file at `source` (a TOML value), as the field's type; ConfigError naming the setting,
+    where it is set and the fix."""
+    takes = _TAKES.get(target, "text")
+    try:
+        value = _parse(raw, target)
+        if isinstance(value, float) and not math.isfinite(value):
+            takes = "a finite number"
+            raise ValueError(raw)
+    except (ValueError, OverflowError):
+        example = _example(name)
+        if source.endswith(".toml"):
+            found = "not finite" if takes == "a finite number" else _kind_of(raw)
+            raise ConfigError(
+                f"{source}: {name} is {found} ({_shown(raw)}), but it takes {takes}: write e.g. "
+                f"{name} = {example}, or remove the line for the default"
+            ) from None
+        raise ConfigError(
+            f"{source}={raw!r} is not {takes}: set e.g. {source}={example.strip(chr(34))}, or "
+            "unset it for the default"
+        ) from None
+    return value
+
+
+def _shown(raw: Any) -> str:
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _example(name: str) -> str:
+    """A valid value of setting `name`, written as in TOML: its default where it has one."""
+    default = next(f.default for f in fields(Settings) if f.name == name)
+    if isinstance(default, bool):
+        return str(default).lower()
+    if isinstance(default, int | float):
+        return f"{default:g}" if isinstance(default, float) else str(default)
+    if isinstance(default, str) and default:
+        return f'"{default}"'
+    return "100000" if name.endswith("tokens") else '"..."'
 
 
 def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
@@ -231,23 +335,38 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
             file_values = tomllib.loads(config_file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{config_file} is not valid TOML ({exc}): fix or delete it") from exc
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read {config_file} ({exc.strerror or exc}): make it readable by this "
+                "user, or move it away for the defaults"
+            ) from exc
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     known = {f.name: f for f in fields(Settings) if f.name != "home"}
     if unknown := set(file_values) - set(known):
         raise ConfigError(
             f"{config_file} has unknown settings {sorted(unknown)}; known: {sorted(known)}"
         )
     for name, spec in known.items():
-        env_value = os.environ.get(spec.metadata.get("env", ""))
+        env = spec.metadata.get("env", "")
+        env_value = os.environ.get(env)
         if overrides.get(name) is not None:
             values[name] = overrides[name]
         elif env_value not in (None, ""):
-            values[name] = _coerce(spec.metadata["env"], env_value, spec.type)
+            values[name] = _coerce(name, env_value, str(spec.type), env)
+            origins[name] = env
         elif name == "storage" and name in file_values:
             values[name] = _storage_options(config_file, file_values[name])
         elif name in file_values:
-            values[name] = _coerce(f"{config_file}:{name}", file_values[name], spec.type)
-    return Settings(home=home, **values)
+            values[name] = _coerce(name, file_values[name], str(spec.type), str(config_file))
+            origins[name] = str(config_file)
+    try:
+        return Settings(home=home, **values)
+    except ConfigError as exc:
+        setting = str(exc).split(" ", 1)[0]
+        if setting not in origins:
+            raise
+        raise ConfigError(f"{exc} (set in {origins[setting]})") from None
 
 
 def _storage_options(config_file: Path, table: Any) -> dict[str, str]:

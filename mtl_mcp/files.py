@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mtl_mcp.errors import ConfigError, StoreError, StoreReadOnly
+from mtl_mcp.untrusted import open_regular
 
 # errno values meaning "this process may not write here": a read-only mount, or permissions.
 READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -125,9 +126,10 @@ def append_private(path: Path, line: str) -> None:
 
 
 def sha256_file(path: Path) -> str:
-    """The hex sha256 of a file's bytes, read in 1 MB blocks."""
+    """The hex sha256 of a regular file's bytes, read in 1 MB blocks (OSError for a FIFO or a
+    device, which could block or never end)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

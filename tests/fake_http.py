@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socketserver
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -49,7 +50,7 @@ class LoopbackServer(Generic[Recorded]):
         )
         self._thread.start()
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _handler_class(self) -> type[socketserver.BaseRequestHandler]:
         raise NotImplementedError
 
     def record(self, handler: BaseHTTPRequestHandler) -> Recorded:

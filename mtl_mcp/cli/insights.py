@@ -22,6 +22,7 @@ from mtl_mcp.cli.app import (
 )
 from mtl_mcp.config import fewer_malloc_arenas
 from mtl_mcp.schemas import CATEGORIES, Provenance, RecordResult
+from mtl_mcp.text.frames import neutral
 from mtl_mcp.text.render import history_text, insight_markdown, recall_text
 
 PROBLEMS_SHOWN = 20  # of an import's bad lines on stderr; --json has every one
@@ -183,7 +184,7 @@ def list_(as_json: bool, retired: bool, **filters: Any) -> None:
         return
     for item in items:
         flag = "" if item.status == "active" else f" ({item.status})"
-        click.echo(f"{item.id}  [{item.polarity}/{item.category}] {item.title}{flag}")
+        click.echo(neutral(f"{item.id}  [{item.polarity}/{item.category}] {item.title}{flag}"))
     click.echo(f"{len(items)} of {total}", err=True)
 
 
@@ -231,7 +232,7 @@ def reinstate(insight_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(insight)
     else:
-        click.echo(f"{insight.id}: {insight.status}: {insight.title}")
+        click.echo(neutral(f"{insight.id}: {insight.status}: {insight.title}"))
 
 
 @click.command()
@@ -256,7 +257,7 @@ def forget(insight_id: str, yes: bool, purge: bool, as_json: bool) -> None:
     if as_json:
         echo_json({"id": gone.id, "title": gone.title, "forgotten": True})
     else:
-        click.echo(f"forgot {gone.id}: {gone.title}")
+        click.echo(neutral(f"forgot {gone.id}: {gone.title}"))
 
 
 def _forget_for_good(insight_id: str, yes: bool, as_json: bool) -> None:

@@ -315,8 +315,9 @@ def hook_command(fn: F) -> F:
     @click.option("--home", type=click.Path(file_okay=False, path_type=Path), hidden=True)
     @functools.wraps(fn)
     def wrapper(*args: Any, home: Path | None, **kwargs: Any) -> None:
-        from mtl_mcp.hooks.io import log_to_file
+        from mtl_mcp.hooks.io import log_early, log_to_file
 
+        log_early()
         try:
             private_umask()  # logs, spool and context cache are for the owner only
             config = load_settings(home)

@@ -5,10 +5,11 @@ will do: this runs after every tool call, and almost always ends here.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import sys
+
+from mtl_mcp.untrusted import json_loads, open_regular
 
 STDIN_TIMEOUT = 1.0  # some clients never close stdin for session hooks
 STDIN_LIMIT = 1 << 20
@@ -40,7 +41,7 @@ def read_stdin(timeout: float = STDIN_TIMEOUT) -> str:
 
 def _is_json(data: bytes) -> bool:
     try:
-        json.loads(data)
+        json_loads(data)
     except ValueError:
         return False
     return True
@@ -61,7 +62,7 @@ def served_already(home: str, raw: str) -> bool:
     case after the first tool calls of a task): then there is nothing to do at all. Any
     doubt (another shape, a failure, no task id, no state yet) says False."""
     try:
-        payload = json.loads(raw)
+        payload = json_loads(raw)
     except ValueError:
         return False
     if not isinstance(payload, dict):
@@ -85,8 +86,8 @@ def served_already(home: str, raw: str) -> bool:
 
 def _state(home: str, session: str) -> dict[str, object] | None:
     try:
-        with open(os.path.join(home, STATE_FOLDER, state_name(session)), encoding="utf-8") as f:
-            state = json.load(f)
+        with open_regular(os.path.join(home, STATE_FOLDER, state_name(session))) as f:
+            state = json_loads(f.read(STDIN_LIMIT))
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) else None
@@ -122,7 +123,7 @@ def _untracked_task(payload: dict[str, object]) -> tuple[str, str] | None:
 def _prompt_since(transcript: str, offset: int) -> bool:
     """Whether the transcript holds a user prompt after `offset` (in doubt: True)."""
     try:
-        with open(transcript, "rb") as handle:
+        with open_regular(transcript) as handle:  # a FIFO would block the hook
             if os.fstat(handle.fileno()).st_size < offset:
                 return True  # rewritten: no telling
             handle.seek(offset)
@@ -133,7 +134,7 @@ def _prompt_since(transcript: str, offset: int) -> bool:
         return True
     for line in data.splitlines():
         try:
-            entry = json.loads(line)
+            entry = json_loads(line)
         except ValueError:
             continue
         if not isinstance(entry, dict):

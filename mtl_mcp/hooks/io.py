@@ -24,11 +24,30 @@ class _OneLine(logging.Formatter):
         return ""
 
 
+def _one_line_stderr() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine("mtl-mcp hook: %(message)s"))
+    return handler
+
+
+_EARLY = _one_line_stderr()
+
+
+def log_early() -> None:
+    """Until `log_to_file` knows where the log goes (the settings may be what is wrong),
+    a warning is one line on stderr: never a traceback."""
+    root = logging.getLogger()
+    if _EARLY not in root.handlers:
+        root.addHandler(_EARLY)
+
+
 def log_to_file(settings: Settings) -> None:
     """Hooks have no terminal: log to `<home>/logs/hooks.log` (no insight or transcript text).
     When it cannot be written (a read-only data directory, a file in its place), log one
     line per warning to stderr instead: a hook must still do its work."""
     root = logging.getLogger()
+    root.removeHandler(_EARLY)
     root.setLevel(logging.INFO)
     path = settings.logs_dir / "hooks.log"
     try:
@@ -36,10 +55,7 @@ def log_to_file(settings: Settings) -> None:
         os.chmod(path, 0o600)
         handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
     except MtlError as exc:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setLevel(logging.WARNING)
-        handler.setFormatter(_OneLine("mtl-mcp hook: %(message)s"))
-        root.addHandler(handler)
+        root.addHandler(_one_line_stderr())
         logger.warning("logging to stderr: %s", exc)
         return
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

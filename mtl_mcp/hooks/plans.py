@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mtl_mcp.untrusted import json_loads, open_regular
+
 PLAN_MIN_WORDS = 12  # fewer: "Let me read the file." is not yet a plan
 TRIVIAL_PROMPT_WORDS = 3  # at most: "yes", "go on", "thanks!" continue the task before
 PLAN_MAX_CHARS = 4000  # what recall takes (the plan limit of every door)
@@ -38,7 +40,10 @@ _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 def signature(tool: str, arguments: Any) -> str:
     """A tool call's name and arguments as one key: how a transcript is matched to a hook
     payload that carries no call id (Gemini CLI's, Copilot CLI's)."""
-    return json.dumps([tool, arguments], sort_keys=True, default=str)
+    try:
+        return json.dumps([tool, arguments], sort_keys=True, default=str)
+    except (RecursionError, ValueError):  # hostile nesting: matches no call in a transcript
+        return json.dumps([tool, None])
 
 
 def words(text: str) -> int:
@@ -87,8 +92,8 @@ def plan_from_tool(tool: str, arguments: Any, response: Any = None) -> str | Non
 
 def _read_plan_file(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(PLAN_FILE_MAX) or None
+        with open_regular(path) as handle:  # never a FIFO: it would block the hook
+            return handle.read(PLAN_FILE_MAX).decode("utf-8", errors="replace") or None
     except OSError:
         return None
 
@@ -152,7 +157,7 @@ class _Event:
 def _tail_lines(path: str) -> Iterator[str]:
     """The complete lines of the last TAIL_BYTES of a file (none if it cannot be read)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # never a FIFO: it would block the hook
             size = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, size - TAIL_BYTES))
             data = handle.read(TAIL_BYTES)
@@ -169,7 +174,7 @@ def _tail_lines(path: str) -> Iterator[str]:
 def _events(lines: Iterable[str]) -> Iterator[_Event]:
     for number, line in enumerate(lines):
         try:
-            entry = json.loads(line)
+            entry = json_loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict):

@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import MtlError
+from mtl_mcp.errors import InputError, MtlError
 from mtl_mcp.files import open_private
 from mtl_mcp.hooks.fast import copilot_events
 from mtl_mcp.hooks.tool_use import prune_states, session_state
@@ -35,6 +35,9 @@ from mtl_mcp.learning.transcripts import Format, missing_conversation
 from mtl_mcp.operations.context import Context, cached_context
 from mtl_mcp.operations.service import request
 from mtl_mcp.project import resolve_project
+from mtl_mcp.schemas import validation_problems
+from mtl_mcp.text.frames import neutral
+from mtl_mcp.untrusted import json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +128,20 @@ _FORMATS: dict[str, Format] = {
 
 
 def parse_input(raw: str) -> HookInput:
-    data: Any = json.loads(raw) if raw.strip() else {}
+    """The client's hook input; InputError (one line, for the hooks' log) if it is not a
+    JSON object of the shape any client sends."""
+    try:
+        data: Any = json_loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise InputError(f"the hook input is not JSON ({exc}): ignored") from None
     if not isinstance(data, dict):
-        raise ValueError("hook input is not a JSON object")
-    return HookInput.model_validate(data)
+        raise InputError("the hook input is not a JSON object: ignored")
+    try:
+        return HookInput.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(
+            f"the hook input is of no shape a client sends ({validation_problems(exc)[0]}): ignored"
+        ) from None
 
 
 def spawn_detached(settings: Settings, *args: str) -> None:
@@ -222,6 +235,7 @@ def _as_context(client: str, text: str) -> str:
     (Gemini CLI and Cursor read nothing else; Copilot CLI and opencode's plugin take it so)."""
     if not text:
         return ""
+    text = neutral(text)  # a context file an older version wrote may hold a note's markup
     if client == "gemini-cli":
         context = {"hookEventName": "SessionStart", "additionalContext": text}
         return json.dumps({"hookSpecificOutput": context})

@@ -44,6 +44,7 @@ from mtl_mcp.hooks.plans import (
     task_text,
 )
 from mtl_mcp.operations.service import is_running, request, start_in_background
+from mtl_mcp.untrusted import json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def tool_use(raw: str, settings: Settings) -> str:
     if not settings.plan_recall:
         return ""
     try:
-        call = parse_call(json.loads(raw))
+        call = parse_call(json_loads(raw))
     except ValueError:
         return ""
     if call is None:
@@ -359,6 +360,9 @@ def _project(call: ToolCall) -> str | None:
 
 def _output(call: ToolCall, notes: str) -> str:
     """The hook's answer in the calling client's shape."""
+    from mtl_mcp.text.frames import neutral  # only with notes: the common path stays lean
+
+    notes = neutral(notes)  # the service renders them so; an older service may not
     if call.client == "cursor":
         return json.dumps({"additional_context": notes})
     if call.client in ("copilot-cli", "opencode"):

@@ -14,11 +14,15 @@ Memories (each file a job of kind "notes"):
   backfill already reads.
 - A project's own notes, only when asked (`distill --project-notes`): CLAUDE.md,
   .claude/CLAUDE.md, CLAUDE.local.md, AGENTS.md, .cursorrules and .cursor/rules/**/*.mdc.
+
+A notes file stays in its folder as a transcript does (`known_transcript`): symbolic links are
+followed, and a file that then lies outside the folder it was found in (Claude Code's
+projects, Codex's memories, the project) is not read: `MEMORY.md` linked to a private note,
+a topic file linked to /etc/passwd (`confined_notes`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -31,6 +35,7 @@ from mtl_mcp.errors import InputError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.spool import NOTES_PREFIX, Job
 from mtl_mcp.learning.transcripts import Format
+from mtl_mcp.untrusted import json_loads, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +132,48 @@ def session_files(since: timedelta) -> Iterator[tuple[Path, Format]]:
             continue
 
 
+def _absolute(path: Path) -> Path:
+    """`path` made absolute without following symbolic links."""
+    return Path(os.path.abspath(path.expanduser()))
+
+
+def notes_folder(path: Path, cwd: str | None) -> Path | None:
+    """The folder a notes file was found in, by its path as named (links not followed):
+    Claude Code's projects, Codex's memories, or the project `cwd` (its own notes)."""
+    named = _absolute(path)
+    folders = [claude_code_sessions(), codex_home() / "memories"]
+    folders += [Path(cwd)] if cwd else []
+    return next((f for f in map(_absolute, folders) if named.is_relative_to(f)), None)
+
+
+def confined_notes(path: Path, cwd: str | None) -> Path:
+    """`path` with its symbolic links followed, if it is a regular file that stays in the
+    folder it was found in; InputError otherwise (what it names is never read)."""
+    folder = notes_folder(path, cwd)
+    resolved = path.expanduser().resolve()
+    if folder is None or not resolved.is_relative_to(folder.resolve()):
+        raise InputError(
+            f"{path} leads out of the folder it is in ({resolved}): a notes file must stay in "
+            "Claude Code's projects, Codex's memories or the project, so it is not read"
+        )
+    if not resolved.is_file():
+        raise InputError(f"{path} is not a regular file: it is not read")
+    return resolved
+
+
+def _confined(found: list[NotesFile]) -> list[NotesFile]:
+    """The notes files that stay in their folders; the others logged and left out."""
+    kept = []
+    for notes in found:
+        try:
+            confined_notes(notes.path, notes.cwd)
+        except InputError as exc:
+            logger.warning("%s", exc)
+            continue
+        kept.append(notes)
+    return kept
+
+
 @dataclass(frozen=True)
 class NotesFile:
     """A file of notes an assistant keeps: its path, the assistant it belongs to ('claude-code',
@@ -167,18 +214,20 @@ def memory_files(since: timedelta | None = None) -> list[NotesFile]:
     cutoff = None if since is None else datetime.now(UTC).timestamp() - since.total_seconds()
     return [
         notes
-        for notes in sorted(found, key=lambda n: n.path)
-        if notes.path.is_file() and (cutoff is None or _modified_since(notes.path, cutoff))
+        for notes in _confined(sorted(found, key=lambda n: n.path))
+        if cutoff is None or _modified_since(notes.path, cutoff)
     ]
 
 
 def codex_memory_files() -> list[NotesFile]:
-    return [
-        NotesFile(path, "codex")
-        for path in sorted((codex_home() / "memories").rglob("*.md"))
-        if path.name in CODEX_MEMORY_FILES
-        or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
-    ]
+    return _confined(
+        [
+            NotesFile(path, "codex")
+            for path in sorted((codex_home() / "memories").rglob("*.md"))
+            if path.name in CODEX_MEMORY_FILES
+            or (path.name == "SKILL.md" and path.parent.parent.name == "skills")
+        ]
+    )
 
 
 def memories_of_session(client: str, transcript: Path, cwd: str | None) -> list[NotesFile]:
@@ -188,7 +237,7 @@ def memories_of_session(client: str, transcript: Path, cwd: str | None) -> list[
         folder = transcript.parent / "memory"
         if transcript.parent.parent.resolve() != claude_code_sessions().resolve():
             return []  # not in Claude Code's projects: no memory of its own next to it
-        return [NotesFile(p, "claude-code", cwd) for p in sorted(folder.glob("*.md"))]
+        return _confined([NotesFile(p, "claude-code", cwd) for p in sorted(folder.glob("*.md"))])
     return codex_memory_files() if client == "codex" else []
 
 
@@ -215,7 +264,8 @@ def project_note_files(folder: Path) -> list[NotesFile]:
         raise InputError(f"{folder} is not a folder: pass the project's root folder")
     paths = [root / name for name in PROJECT_NOTES]
     paths += sorted((root / ".cursor" / "rules").rglob("*.mdc"))
-    return [NotesFile(p, _owner(p), str(root)) for p in paths if p.is_file()]
+    found = [NotesFile(p, _owner(p), str(root)) for p in paths if p.exists()]
+    return _confined(found)
 
 
 def _owner(path: Path) -> str:
@@ -237,13 +287,13 @@ def _session_cwd(project_folder: Path) -> str | None:
     transcripts = sorted(project_folder.glob("*.jsonl"), key=lambda p: _mtime(p), reverse=True)
     for transcript in transcripts[:3]:
         try:
-            with transcript.open("rb") as stream:
+            with open_regular(transcript) as stream:
                 head = stream.read(_CWD_SCAN_BYTES).decode("utf-8", errors="replace")
         except OSError:
             continue
         for line in head.splitlines():
             try:
-                record = json.loads(line)
+                record = json_loads(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and isinstance(record.get("cwd"), str) and record["cwd"]:

@@ -13,6 +13,7 @@ from mtl_mcp.errors import TranscriptError
 from mtl_mcp.learning.transcripts.lines import text_encoding
 from mtl_mcp.text.redact import redact
 from mtl_mcp.text.tokens import chars_for_tokens, estimate_tokens
+from mtl_mcp.untrusted import open_regular
 
 MAX_NOTES_BYTES = 512 * 1024  # far beyond any budget: the rest is never read
 
@@ -36,7 +37,7 @@ def notes_digest(path: Path, client: str, token_budget: int) -> str:
     """The redacted text of a notes file within `token_budget` tokens; "" when it holds no
     text. Raises TranscriptError when it cannot be read or is no text."""
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             raw = stream.read(MAX_NOTES_BYTES)
     except OSError as exc:
         raise TranscriptError(f"cannot read {path} ({exc.strerror or exc})") from exc

@@ -30,10 +30,13 @@ from mtl_mcp.files import append_private, private_dir, write_private
 from mtl_mcp.learning.transcripts import Format
 from mtl_mcp.schemas import Outcome, RecordResult
 from mtl_mcp.storage.locks import try_exclusive
+from mtl_mcp.text.redact import redact
+from mtl_mcp.text.render import one_line
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 8
+ERROR_KEPT_CHARS = 600  # of a job's last error: what went wrong, never a request's body
 BASE_DELAY = timedelta(minutes=1)
 MAX_DELAY = timedelta(hours=6)
 NO_BACKEND_RECHECK = timedelta(minutes=30)
@@ -58,6 +61,12 @@ class Job(BaseModel):
     attempts: int = 0
     next_attempt_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     last_error: str | None = None
+
+
+def kept_error(error: str) -> str:
+    """An error as a job file keeps it: one line, short, secrets redacted (an exception's
+    text can quote what it failed on, a whole request body)."""
+    return redact(one_line(error, ERROR_KEPT_CHARS))
 
 
 class JobOutcome(BaseModel):
@@ -165,7 +174,7 @@ class Spool:
         if not self.is_current(path, job):
             return "retry"  # the newer job for this session replaces this attempt
         job.attempts += 1
-        job.last_error = error
+        job.last_error = kept_error(error)
         if job.attempts >= MAX_ATTEMPTS:
             self._ensure()
             write_private(self.failed / path.name, job.model_dump_json())
@@ -180,7 +189,7 @@ class Spool:
         """Keep a job that no backend can distil yet, without counting an attempt; it is
         looked at again after NO_BACKEND_RECHECK (at once with `distill --pending`)."""
         if self.is_current(path, job):
-            job.last_error = reason
+            job.last_error = kept_error(reason)
             job.next_attempt_at = datetime.now(UTC) + NO_BACKEND_RECHECK
             write_private(path, job.model_dump_json())
         return "waiting"

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mtl_mcp.config import Settings
-from mtl_mcp.errors import DistillError, MtlError, Retryable, TranscriptError
+from mtl_mcp.errors import DistillError, InputError, MtlError, Retryable, TranscriptError
 from mtl_mcp.files import sha256_file
 from mtl_mcp.learning.backends import Backend
 from mtl_mcp.learning.backends.select import Choice, Chooser, source_of
+from mtl_mcp.learning.discovery import confined_notes
 from mtl_mcp.learning.fitting import digest_room, fit_digest
 from mtl_mcp.learning.notes import notes_digest
 from mtl_mcp.learning.pipeline import Recorder, digest_transcript, learn, ledger, worker_wait
-from mtl_mcp.learning.spool import Job, JobOutcome, Spool
+from mtl_mcp.learning.spool import Job, JobOutcome, Spool, kept_error
 from mtl_mcp.learning.transcripts import not_text
 from mtl_mcp.project import ProjectRef, resolve_project
 from mtl_mcp.schemas import Provenance
@@ -147,6 +148,10 @@ def _prepare_notes(
 ) -> Prepared | Skipped | Choice:
     """A notes file's text, read by the login of the assistant that keeps it (any backend
     `auto` picks), and its project when known (Codex's memories belong to none)."""
+    try:  # queued before this check, or changed since: a link out of its folder is not read
+        notes = confined_notes(notes, job.cwd)
+    except InputError as exc:
+        return Skipped(str(exc))
     choice = chooser.choose(job.client)
     if choice.backend is None:
         return choice
@@ -199,6 +204,11 @@ def _guarded(spool: Spool, path: Path, job: Job, memory: Recorder, chooser: Choo
     try:
         return process_job(spool, path, job, memory, chooser)
     except Exception as exc:  # the worker is a front door of its own: it runs detached
-        logger.exception("job %s failed unexpectedly", job.session_id)
-        status = spool.postpone(path, job, f"unexpected error: {exc!r}")
-        return JobOutcome(session_id=job.session_id, status=status, detail=repr(exc))
+        # Never the exception's repr: a UnicodeEncodeError's holds the whole text it failed
+        # to encode (a request body, a digest), and the job file keeps it.
+        logger.error(
+            "job %s failed unexpectedly: %s", job.session_id, kept_error(f"{exc}"), exc_info=True
+        )
+        error = kept_error(f"unexpected error ({type(exc).__name__}: {exc}); please report it")
+        status = spool.postpone(path, job, error)
+        return JobOutcome(session_id=job.session_id, status=status, detail=error)

@@ -5,11 +5,15 @@ is noted here and written to the ledger later, by `flush`: in the shared service
 couple of seconds, off the recall's path, so the ledger costs a recall nothing it waits on.
 At session end the judge's verdicts on what the session was given come back through
 `add_verdicts`, each with the plan the insight was recalled for.
+
+A forget or a purge reaches what waits to be written too (`forget`, `scrub`), and waits for
+a flush under way: nothing it removed is written back afterwards.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -50,6 +54,7 @@ class Loop:
     def __init__(self, settings: Settings) -> None:
         self.ledger = Ledger(settings.home / LEDGER_FILE)
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # a flush under way; forget and scrub wait for it
         self._pending: list[RecallEntry] = []
         self._unwritable = False  # a read-only data directory refused the ledger (logged)
         self._unreadable_logged = False  # the ledger failed (said once until it works again)
@@ -76,6 +81,10 @@ class Loop:
         """Write the recalls noted since the last flush; kept for the next one while the
         ledger cannot take them (at most PENDING_MAX; said once, not at every flush),
         dropped when the data directory is read-only (said once)."""
+        with self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
         try:
@@ -190,11 +199,31 @@ class Loop:
         self._unreadable_logged = True
 
     def forget(self, ids: Collection[str]) -> int:
-        """Remove every ledger row about these insights, written or not."""
-        with self._lock:
-            for entry in self._pending:
-                entry.hits = [h for h in entry.hits if h.id not in ids]
-        return self.ledger.forget(ids)
+        """Remove every ledger row about these insights, written or not: as in the ledger,
+        a recall that gave nothing else goes too (its plan matched them)."""
+        with self._writing:
+            with self._lock:
+                kept = []
+                for entry in self._pending:
+                    hits = [h for h in entry.hits if h.id not in ids]
+                    if hits or not entry.hits:
+                        kept.append(entry.model_copy(update={"hits": hits}))
+                self._pending = kept
+            return self.ledger.forget(ids)
+
+    def scrub(self, pattern: re.Pattern[str]) -> int:
+        """Remove the recalls and verdicts whose text matches `pattern`, written or not;
+        returns how many."""
+        with self._writing:
+            with self._lock:
+                before = len(self._pending)
+                self._pending = [
+                    e
+                    for e in self._pending
+                    if not (pattern.search(e.plan or "") or pattern.search(e.project or ""))
+                ]
+                dropped = before - len(self._pending)
+            return dropped + self.ledger.scrub(pattern)
 
 
 class Reports(Protocol):

@@ -27,6 +27,7 @@ from mtl_mcp.errors import MtlError
 from mtl_mcp.files import write_private
 from mtl_mcp.project import ProjectRef, resolve_project
 from mtl_mcp.schemas import Category, Insight, InsightDraft, RecallOrigin
+from mtl_mcp.text.frames import neutral
 from mtl_mcp.text.render import RECALL_HEADER, one_line
 from mtl_mcp.text.starter import starter_drafts
 
@@ -92,7 +93,7 @@ def render_context(insights: Sequence[InsightDraft]) -> str:
     if insights:
         lines += ["", RECALL_HEADER]
         lines += [f"- {one_line(i.title)}: {one_line(i.content)}" for i in insights]
-    return "\n".join(lines)[:CONTEXT_LIMIT] + "\n"
+    return neutral("\n".join(lines))[:CONTEXT_LIMIT] + "\n"
 
 
 def general_choice(candidates: Sequence[D], limit: int = CONTEXT_INSIGHTS) -> list[D]:

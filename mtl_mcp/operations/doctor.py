@@ -142,6 +142,7 @@ class _Ping(BaseModel):
 
 
 PING_MAX_TOKENS = 60
+PING_TIMEOUT = 30.0  # seconds for each request of the structured call (a model may load)
 
 
 def _endpoint_budget(settings: Settings, local: bool) -> str:
@@ -168,7 +169,13 @@ def _openai_endpoint(settings: Settings) -> Check:
         if not status.usable:
             detail = f"{status.detail}; {budget}"
             return Check(name=name, ok=False, required=False, detail=detail, fix=status.fix)
-        backend = OpenAIBackend(settings, status, endpoint=endpoint, record_answers=False)
+        backend = OpenAIBackend(
+            settings,
+            status,
+            endpoint=endpoint,
+            record_answers=False,
+            timeout=min(PING_TIMEOUT, settings.openai_timeout),
+        )
         context, source = backend.context_window()
         usage = Usage()
         started = time.perf_counter()

@@ -156,7 +156,7 @@ def _purge(
         backup=backup.name if backup else None,
         scrubbed_backups=scrub_backups(settings, ids, in_backups),
         scrubbed_files=[str(p) for p in scrub_files(settings, in_files)],
-        ledger_rows=memory.loop.ledger.scrub(in_files),
+        ledger_rows=memory.loop.scrub(in_files),  # the recalls waiting to be written too
         team_ids=sorted(i.id for i in shared),
         team_versions_removed=team_versions,
     )

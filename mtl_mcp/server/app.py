@@ -63,7 +63,14 @@ from mtl_mcp.server.sampling import (
     second_answer,
     third_answer,
 )
-from mtl_mcp.text.render import RECALL_HEADER, insight_markdown, listing_text, recall_text
+from mtl_mcp.text.frames import neutral
+from mtl_mcp.text.render import (
+    RECALL_HEADER,
+    for_model,
+    insight_markdown,
+    listing_text,
+    recall_text,
+)
 from mtl_mcp.version import __version__
 
 if TYPE_CHECKING:
@@ -437,7 +444,7 @@ def build_server(
         ] = None,
     ) -> Insight:
         """Report whether a recalled insight helped or misled; repeated misleading retires it."""
-        return await call(lambda m: m.rate(id, helpful, note))
+        return for_model(await call(lambda m: m.rate(id, helpful, note)))
 
     @mcp.tool(
         annotations=ToolAnnotations(
@@ -449,7 +456,7 @@ def build_server(
     ) -> Forgotten:
         """Delete one insight from the memory."""
         gone = await call(lambda m: m.forget(id))
-        return Forgotten(id=gone.id, title=gone.title)
+        return Forgotten(id=gone.id, title=neutral(gone.title))
 
     @mcp.resource(
         "insight://{id}",

@@ -19,6 +19,7 @@ from typing import Any
 
 from mtl_mcp.config import Settings
 from mtl_mcp.operations.service import ServiceUnavailable, ensure_service, window_of
+from mtl_mcp.untrusted import json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _key(request_id: Any) -> Any:
 def _messages(line: bytes) -> list[dict[str, Any]]:
     """The JSON-RPC messages on one line (a batch is a list); nothing for garbage."""
     try:
-        parsed = json.loads(line)
+        parsed = json_loads(line)  # a model's tool arguments may nest without end
     except ValueError:
         return []
     items = parsed if isinstance(parsed, list) else [parsed]

@@ -12,6 +12,10 @@ its own model, and `reembed` brings the others along after a change of model.
 - Owner-only (0600, like the rest of the data directory), and bounded: the oldest recalls
   beyond KEEP_RECALLS and verdicts beyond KEEP_VERDICTS are pruned.
 - Several processes write it at once (the service, hooks, the CLI); SQLite serializes them.
+  A write takes the write lock when it begins (`BEGIN IMMEDIATE`: a transaction that read
+  first and wanted to write later would fail at once, "database is locked", where another
+  writer holds it), and waits for it up to WRITE_WAIT seconds: a user's command waits for
+  other writers, it does not fail.
 - A purge leaves no trace: rows are deleted with `secure_delete` (freed pages zeroed) and
   the file is vacuumed, so neither an id nor a plan that matched survives in it.
 """
@@ -23,6 +27,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +46,7 @@ KEEP_VERDICTS = 20_000
 PLAN_MAX = 2000
 REEMBED_BATCH = 64  # verdicts' plans embedded again per transaction
 BUSY_MS = 5000
+WRITE_WAIT = 60.0  # seconds a write (or a vacuum) waits for other writers in all
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recalls (
@@ -93,20 +99,29 @@ class Ledger:
         self._ready = False
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection in a transaction (committed at the end of the block)."""
+    def _connection(self, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """A connection; for a `write`, in a transaction that holds the write lock from its
+        start (committed at the end of the block)."""
         try:
             with self._lock:
                 if not self._ready or not self.path.exists():  # deleted, as a damaged one is
                     self._create()
-            connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
+            connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
             raise self._error(exc) from exc
         try:
             connection.execute("PRAGMA secure_delete = ON")
             connection.execute("PRAGMA foreign_keys = ON")
-            with connection:
+            if write:
+                _waiting(lambda: connection.execute("BEGIN IMMEDIATE"))
+            try:
                 yield connection
+            except BaseException:
+                if connection.in_transaction:
+                    connection.rollback()
+                raise
+            if connection.in_transaction:  # readers may still hold the file: wait for them
+                _waiting(connection.commit)
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
         finally:
@@ -172,7 +187,7 @@ class Ledger:
         """Record recalls, then prune the oldest beyond KEEP_RECALLS."""
         if not entries:
             return
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             for entry in entries:
                 cursor = db.execute(
                     "INSERT INTO recalls (at, session, client, trigger, plan, project) "
@@ -269,7 +284,7 @@ class Ledger:
             return
         blobs = [None if v is None else v.astype("float32").tobytes() for v in vectors or []]
         blobs += [None] * (len(entries) - len(blobs))
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             db.executemany(
                 "INSERT INTO verdicts (at, session, insight, verdict, mode, reason, backend, "
                 "plan, trigger, vector, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -299,7 +314,7 @@ class Ledger:
     def reinstate(self, insight: str) -> None:
         """From now on, verdicts given before this moment no longer count against
         `insight` (a person decided it is good after all); its history stays."""
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             db.execute(
                 "INSERT INTO reinstated (insight, at) VALUES (?, ?) "
                 "ON CONFLICT(insight) DO UPDATE SET at = excluded.at",
@@ -362,7 +377,7 @@ class Ledger:
         for start in range(0, len(rows), REEMBED_BATCH):
             batch = rows[start : start + REEMBED_BATCH]
             vectors = [embed(plan).astype("float32").tobytes() for _, plan in batch]
-            with self._connection() as db:
+            with self._connection(write=True) as db:
                 db.executemany(
                     "UPDATE verdicts SET vector = ?, model = ? WHERE id = ?",
                     [(b, model, n) for (n, _), b in zip(batch, vectors, strict=True)],
@@ -452,7 +467,7 @@ class Ledger:
             return 0
         removed = 0
         touched: set[int] = set()  # recalls that gave one of them
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             for chunk in _chunks(sorted(ids)):
                 marks = ", ".join("?" * len(chunk))
                 touched.update(
@@ -485,7 +500,7 @@ class Ledger:
         """Remove the recalls and verdicts whose text matches `pattern`; vacuumed."""
         if not self.exists():
             return 0
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             recalls = [
                 number
                 for number, plan, project in db.execute("SELECT id, plan, project FROM recalls")
@@ -509,13 +524,28 @@ class Ledger:
         try:
             connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
             try:
-                connection.execute("VACUUM")
+                _waiting(lambda: connection.execute("VACUUM"))
             finally:
                 connection.close()
         except sqlite3.Error as exc:
             raise StoreError(
                 f"the recall ledger {self.path} could not be vacuumed ({exc})"
             ) from exc
+
+
+def _waiting(step: Callable[[], object]) -> None:
+    """`step()`, tried again while another writer holds the lock, up to WRITE_WAIT seconds
+    (each try itself waits BUSY_MS for it)."""
+    deadline = time.monotonic() + WRITE_WAIT
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:

@@ -5,6 +5,10 @@ instructions", runs a remote script, ships secrets somewhere, opens up permissio
 off safety checks is an attack on every later session. The lint rejects such drafts,
 wherever they come from (a tool call, an import, a distilled transcript).
 
+Markup a client or a model reads as a frame or a turn (`</system-reminder>`, `<user>`,
+`<|im_start|>`: `text.frames`) rejects wherever it appears: a note must never close the
+frame it is shown in. The doors neutralise it too, for notes stored before this check.
+
 Two kinds of pattern:
 - command forms (`curl ... | sh`, `chmod 777`, `env | nc`) reject wherever they appear:
   a literal command recalled into a context is a risk even inside a warning;
@@ -20,6 +24,9 @@ from __future__ import annotations
 
 import re
 
+from mtl_mcp.text.frames import frame_markup
+
+FRAME_MARKUP = "markup that poses as the assistant's context (a frame, a turn or a tool call)"
 _F = re.IGNORECASE
 
 # (kind, pattern, negatable)
@@ -160,7 +167,7 @@ def _negated(text: str, start: int) -> bool:
 
 def instructions_to_assistant(text: str) -> list[str]:
     """The kinds of instruction aimed at the assistant that `text` carries, if any."""
-    kinds: list[str] = []
+    kinds: list[str] = [FRAME_MARKUP] if frame_markup(text) else []
     for kind, pattern, negatable in _PATTERNS:
         if kind in kinds:
             continue

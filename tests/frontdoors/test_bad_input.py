@@ -84,6 +84,7 @@ def input_files(folder: Path) -> None:
     session = claude_code_transcript(folder / "session.jsonl")
     (folder / "utf16.jsonl").write_bytes(session.read_text().encode("utf-16"))
     (folder / "binary.bin").write_bytes(bytes(range(256)) * 400)
+    os.mkfifo(folder / "fifo.jsonl")  # no writer ever: opening it to read would block
 
 
 # -- data directories ------------------------------------------------------------------------
@@ -147,6 +148,10 @@ def prepare_home(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> d
         return {"home": str(home), "id": "ins_0123456789abcdef", "backup": "none"}
     if kind == "store":
         return make_store(home)
+    if kind in BAD_CONFIGS:  # a config.toml a user got wrong
+        home.mkdir(parents=True)
+        (home / "config.toml").write_text(BAD_CONFIGS[kind] + "\n", encoding="utf-8")
+        return {"home": str(home), "id": "ins_0123456789abcdef", "backup": "none"}
     if kind == "damaged ledger":  # the recall ledger's file is not SQLite any more
         made = make_store(home)
         (home / "ledger.sqlite").write_bytes(b"not a database at all" * 200)
@@ -174,10 +179,98 @@ class Row:
     args: list[str]
     expect: str
     code: int
-    home: str = "store"  # store | file | read-only | damaged ledger | spooled binary
+    home: str = "store"  # store | file | read-only | damaged ledger | spooled binary | BAD_CONFIGS
     stdin: str | None = None  # None: </dev/null, as in a script
     unchanged: bool = False  # the store must keep every insight
+    silent: bool = False  # a hook given bad input: nothing on stdout or stderr at all
 
+
+BAD_CONFIGS = {  # home kind -> config.toml
+    "config: a list for a number": "digest_tokens = [6000]",
+    "config: nan seconds": "service_idle_seconds = nan",
+    "config: text for a flag": 'plan_recall = "sometimes"',
+}
+NESTED = "[" * 100_000 + "]" * 100_000
+NESTED_OBJECT = '{"session_id": ' * 50_000 + '"s"' + "}" * 50_000
+
+
+def tool_call(**fields: Any) -> str:
+    """A Claude Code PostToolUse payload (the transcript and the tool's fields as given)."""
+    payload = {
+        "session_id": "s-hostile",
+        "prompt_id": "p1",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "tool_use_id": "toolu_1",
+        "cwd": "/tmp",
+    }
+    return json.dumps(payload | fields)
+
+
+HOOKS = [["hook", "tool-use"], ["hook", "session-start"], ["hook", "session-end"]]
+HOSTILE_HOOK_ROWS = [
+    Row(f"{' '.join(args)}, {name}", args, "", 0, stdin=stdin, silent=True)
+    for args in HOOKS
+    for name, stdin in [
+        ("nested JSON arrays", NESTED),
+        ("nested JSON objects", NESTED_OBJECT),
+        ("a JSON string, not an object", '"hello"'),
+        ("invalid UTF-8 and NUL", '{"session_id": "\x00\udcff\udcfe"'),
+    ]
+] + [
+    # 9. a FIFO where a file belongs: opening it to read would wait for a writer for ever
+    Row(
+        "hook tool-use, a FIFO transcript",
+        ["hook", "tool-use"],
+        "",
+        0,
+        stdin=tool_call(transcript_path="{files}/fifo.jsonl"),
+        silent=True,
+    ),
+    Row(
+        "hook tool-use, a FIFO plan file",
+        ["hook", "tool-use"],
+        "",
+        0,
+        stdin=tool_call(tool_name="ExitPlanMode", tool_response={"filePath": "{files}/fifo.jsonl"}),
+        silent=True,
+    ),
+    Row(
+        "hook session-end, a FIFO transcript",
+        ["hook", "session-end"],
+        "",
+        0,
+        stdin=json.dumps({"session_id": "s1", "transcript_path": "{files}/fifo.jsonl"}),
+        silent=True,
+    ),
+]
+# 10. a config.toml of the wrong type: the setting, the file and the fix, never a traceback
+CONFIG_ROWS = [
+    Row(
+        f"{' '.join(args[:2]) if args[0] == 'hook' else args[0]}, {kind}",
+        args,
+        expect,
+        code,
+        kind,
+        stdin=HOOK_INPUT if args[0] == "hook" else None,
+    )
+    for kind, expect in [
+        (
+            "config: a list for a number",
+            "config.toml: digest_tokens is a list ([6000]), but it takes a whole number: write "
+            "e.g. digest_tokens = 6000, or remove the line for the default",
+        ),
+        ("config: nan seconds", "config.toml: service_idle_seconds is not finite (nan)"),
+        ("config: text for a flag", "config.toml: plan_recall is text ('sometimes'), but it takes"),
+    ]
+    for args, code in [
+        (["stats"], 1),
+        (["recall", PLAN], 1),
+        (["hook", "session-start"], 0),
+        (["hook", "tool-use"], 0),
+    ]
+]
 
 CLI_ROWS = [
     # 9. MTL_MCP_HOME points at a file
@@ -312,6 +405,8 @@ CLI_ROWS = [
         "note is 600 characters: shorten it to at most 500",
         1,
     ),
+    *HOSTILE_HOOK_ROWS,
+    *CONFIG_ROWS,
 ]
 
 
@@ -325,12 +420,16 @@ def fill(text: str, values: dict[str, str]) -> str:
 def run_cli(row: Row, values: dict[str, str]) -> subprocess.CompletedProcess[str]:
     args = [fill(arg, values) for arg in row.args]
     env = {**os.environ, "MTL_MCP_HOME": values["home"], "MTL_MCP_SERVICE": "0"}
+    if row.home in BAD_CONFIGS:  # the file alone sets it
+        env.pop("MTL_MCP_SERVICE_IDLE_SECONDS", None)
     return subprocess.run(
         [sys.executable, "-m", "mtl_mcp", *args],
         input=None if row.stdin is None else fill(row.stdin, values),
         stdin=subprocess.DEVNULL if row.stdin is None else None,
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        errors="surrogateescape",  # "\udcff" in a row's stdin is the invalid byte 0xff
         env=env,
         timeout=180,
     )
@@ -359,6 +458,8 @@ def test_the_cli_and_hooks_answer_bad_input_in_our_words(
     assert done.returncode == row.code, said[-3000:]
     for foreign in FOREIGN:
         assert foreign not in said, said[-3000:]
+    if row.silent:
+        assert said == "", said[-3000:]
     if row.unchanged:
         assert insight_count(values["home"]) == before
 

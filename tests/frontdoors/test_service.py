@@ -421,3 +421,56 @@ def test_the_cli_and_the_hooks_use_the_running_service(settings: Settings, tmp_p
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert LESSON["title"] in hook.stdout  # the project's own insight, in its first session
+
+
+def test_a_cli_purge_leaves_no_trace_of_a_recall_the_service_still_holds(
+    settings: Settings,
+) -> None:
+    """The service notes a recall and writes it to the ledger a couple of seconds later; a
+    purge from the CLI meanwhile stops it (which writes what it held) before it scrubs, so
+    the plan's secret is neither in the ledger nor anywhere under the data directory after,
+    and no service writes it back later."""
+    Memory(settings).record([LESSON])
+    sock, _ = ensure_service(settings, "status")
+    sock.close()
+    secret = "7d2e9a14c3b8f056"
+    origin = {"session_id": "s-secret", "client": "claude-code", "trigger": "hook"}
+    plan = f"Rotate the key sk-live-{secret}, then {PLAN}"
+    reply = request(
+        settings, "call", method="session_recall", params={"plan": plan, "origin": origin}
+    )
+    assert reply is not None and reply["ok"], reply
+    env = window_env(settings.home)
+    purge = subprocess.run(
+        [str(Path(sys.executable).with_name("mtl-mcp")), "purge", "--pattern", secret, "--yes"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert purge.returncode == 0, purge.stdout + purge.stderr  # 1 if a trace is left
+    time.sleep(3)  # a service's flush interval: nothing may come back
+    found = [
+        p for p in settings.home.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()
+    ]
+    assert found == []
+
+
+def test_a_window_given_json_nested_past_any_limit_keeps_serving(settings: Settings) -> None:
+    """A model's tool arguments can nest without end: the relay (which reads each message
+    to track what needs an answer) and the service read it as bad JSON, and the window
+    answers the next call as if nothing happened."""
+    Memory(settings).record([LESSON])
+    window = raw_window(settings.home)
+    try:
+        nested = "[" * 200_000 + "]" * 200_000
+        stdin = window.process.stdin
+        assert stdin is not None
+        stdin.write(
+            b'{"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": '
+            b'"record_session", "arguments": {"summary": "s", "insights": '
+            + nested.encode()
+            + b"}}}\n"
+        )
+        stdin.flush()
+        assert raw_recall(window)["structuredContent"]["results"]
+        assert window.process.poll() is None
+    finally:
+        window.close()

@@ -269,3 +269,21 @@ def test_a_finished_task_of_a_client_naming_none_ends_in_the_fast_path(tmp_path:
     assert not served_already(str(home), json.dumps(payload))
     state.write_text(json.dumps({"done": True}))  # no offset: no telling
     assert not served_already(str(home), json.dumps(payload))
+
+
+def test_a_fifo_transcript_is_never_opened_by_the_fast_path(tmp_path: Path) -> None:
+    """A transcript_path that is a FIFO (or a device): no writer ever comes, so opening it
+    to read would block the hook until the client kills it. It is no regular file: the
+    hook cannot tell whether a prompt came, and says so (False) at once."""
+    import os
+
+    fifo = tmp_path / "chats" / "session-1.jsonl"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    home = tmp_path / "home"
+    (home / STATE_FOLDER).mkdir(parents=True)
+    state = home / STATE_FOLDER / state_name("65bea617-f40d")
+    state.write_text(json.dumps({"done": True, "read_to": 0}))
+    for path in (fifo, Path("/dev/zero")):
+        payload = GEMINI_AFTER_TOOL | {"transcript_path": str(path)}
+        assert not served_already(str(home), json.dumps(payload))

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from mtl_mcp import Memory
 from mtl_mcp.cli import cli
 from mtl_mcp.config import Settings
-from mtl_mcp.learning.discovery import memory_files, project_note_files
+from mtl_mcp.learning.discovery import NotesFile, memory_files, project_note_files
 from mtl_mcp.learning.proposals import DistilledInsights, ProposedInsight, check
 from mtl_mcp.learning.spool import Spool
 from mtl_mcp.schemas import InsightDraft
@@ -490,3 +490,51 @@ def test_the_session_end_hook_queues_what_the_assistant_remembered(
     claude_code_transcript(elsewhere, "s3")
     other = {"session_id": "s3", "transcript_path": str(elsewhere), "cwd": str(tmp_path)}
     assert session_end(json.dumps(other), settings) == "queued session s3"
+
+
+def test_a_memory_file_linked_out_of_its_folder_is_never_read(
+    settings: Settings,
+    fake: FakeAnthropic,
+    model: NotesModel,
+    memories: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As for transcripts, links are followed and the file must stay in its folder: MEMORY.md
+    linked to a private note, a topic file to /etc/passwd, Codex's handbook and a project's
+    CLAUDE.md to files elsewhere are not listed, queued or sent to the model; a link that
+    stays inside (one project's memory to another's) is read as any file. A job queued
+    before the link changed is skipped when its turn comes."""
+    private = tmp_path / "private" / "note.md"
+    private.parent.mkdir()
+    private.write_text("PRIVATE-NOTE: my bank PIN is 4321\n")
+    inside = memories["index"].parents[2] / "-other-project" / "memory" / "shared.md"
+    inside.parent.mkdir(parents=True)
+    inside.write_text(memories["topic"].read_text())
+    memories["topic"].unlink()
+    for path, target in [
+        (memories["index"], private),
+        (memories["index"].with_name("passwd.md"), Path("/etc/passwd")),
+        (memories["handbook"], private),
+        (memories["topic"], inside),
+    ]:
+        path.unlink(missing_ok=True)
+        path.symlink_to(target)
+    project = tmp_path / "work" / "orbit-billing"
+    (project / "CLAUDE.md").symlink_to(private)
+    monkeypatch.chdir(project)
+
+    listed = CliRunner().invoke(cli, ["distill", "--memories", "--dry-run", "--json"])
+    notes = CliRunner().invoke(cli, ["distill", "--project-notes", "--dry-run", "--json"])
+
+    assert listed.exit_code == 0 and notes.exit_code == 0, listed.output + notes.output
+    expected = {memories["topic"], inside, memories["summary"], memories["skill"]}
+    assert set(json.loads(listed.stdout)) == {str(p) for p in expected}
+    assert json.loads(notes.stdout) == []
+    Spool(settings).enqueue(NotesFile(memories["index"], "claude-code").job())  # queued before
+    outcomes, _ = distill("--memories")
+    sent = "".join(r.text for r in fake.requests)
+    assert "PRIVATE-NOTE" not in sent and "root:x:0:0" not in sent
+    skipped = [o for o in outcomes if o["status"] == "skipped"]
+    assert [o["session_id"] for o in skipped] == [f"notes:{memories['index']}"]
+    assert "leads out of the folder it is in" in skipped[0]["detail"]

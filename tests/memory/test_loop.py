@@ -130,3 +130,44 @@ def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_rem
     misled = VerdictEntry(session_id="s1", insight=str(wrong.id), verdict="misled", plan=DATES)
     store.record_verdicts([misled])
     assert wrong.id not in {h.id for h in store.recall(DATES, k=5)}
+
+
+def test_a_purge_reaches_the_recalls_not_yet_written(store: Memory) -> None:
+    """A recall noted but not yet flushed holds its plan: a purge removes it there too, and
+    the next flush (the service's, two seconds later) writes nothing of it back."""
+    from mtl_mcp.operations.purge import literal_pattern, purge_pattern
+
+    store.record(distinct_lessons(3, offset=40))
+    secret = "sk-live-" + "7d2e9a14c3b8f056"
+    origin = RecallOrigin(session_id="s-secret", client="claude-code", trigger="hook")
+    store.recall(f"Rotate the key {secret} then rerun the flaky tests.", origin=origin)
+    store.recall("Isolate the flaky tests in a minimal reproduction.", origin=origin)
+    report = purge_pattern(store, literal_pattern("7d2e9a14c3b8f056"))
+    store.flush()
+    assert report.ledger_rows == 1
+    assert b"7d2e9a14c3b8f056" not in store.loop.ledger.path.read_bytes()
+    [session] = store.sessions()
+    assert [r.plan for r in session.recalls] == [
+        "Isolate the flaky tests in a minimal reproduction."
+    ]
+
+
+def test_forgetting_what_a_waiting_recall_gave_drops_its_plan_as_the_ledger_does(
+    store: Memory,
+) -> None:
+    """A recall that gave only the purged insight goes, written or not (its plan matched
+    it); one that gave others keeps them."""
+    [gone, _] = store.record(distinct_lessons(2, offset=40))
+    only = RecallOrigin(session_id="s-only", trigger="tool")
+    store.recall(str(lesson_title(store, str(gone.id))), k=1, origin=only)
+    hits = store.loop.session_recalls("s-only")[0].hits
+    assert [h.id for h in hits] == [gone.id]
+    store.purge({str(gone.id)})
+    store.flush()
+    assert store.loop.session_recalls("s-only") == []
+    ledger = store.loop.ledger.path
+    assert not ledger.exists() or str(gone.id).encode() not in ledger.read_bytes()
+
+
+def lesson_title(store: Memory, insight_id: str) -> str:
+    return store.get(insight_id).title

@@ -141,3 +141,63 @@ def test_a_comma_before_a_comment_holding_a_bracket_is_not_a_trailing_one(
 def test_what_is_not_json_even_with_comments_is_refused(text: str) -> None:
     with pytest.raises((JsoncError, ValueError)):
         parse(text)
+
+
+OURS = {"command": "/opt/mtl-mcp", "args": ["serve"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # ours between two others, each with its comment
+            '{\n  "servers": {\n    "a": {"command": "x"}, // a\'s comment\n'
+            '    "mtl-mcp": {"command": "/opt/mtl-mcp", "args": ["serve"]},\n'
+            '    // b comes next\n    "b": {"command": "y"} // b\'s\n  }\n}\n',
+            '{\n  "servers": {\n    "a": {"command": "x"}, // a\'s comment\n'
+            '    // b comes next\n    "b": {"command": "y"} // b\'s\n  }\n}\n',
+        ),
+        (  # ours first, a comment above the next
+            '{"servers": {\n  "mtl-mcp": {"command": "/opt/mtl-mcp", "args": ["serve"]},\n'
+            '  /* b */ "b": 1\n}}',
+            '{"servers": {\n  /* b */ "b": 1\n}}',
+        ),
+        (  # on one line
+            '{"servers": {"a": 1, /* a */ "mtl-mcp": {"command": "/opt/mtl-mcp", "args": '
+            '["serve"]}, "b": 2}}',
+            '{"servers": {"a": 1, /* a */ "b": 2}}',
+        ),
+    ],
+    ids=["middle", "first", "one line"],
+)
+def test_removing_an_entry_that_is_not_the_last_keeps_its_neighbours_comments(
+    text: str, expected: str
+) -> None:
+    """The user added a server after ours since install: uninstall cuts our lines only."""
+    old = parse(text)
+    new = copy.deepcopy(old)
+    del new["servers"]["mtl-mcp"]
+    assert old["servers"]["mtl-mcp"] == OURS
+    assert edited_text(text, old, new) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n  "servers": {// keep me\n  }\n}\n',
+        '{\n  "servers": {\n    /* keep me */\n  },\n  "inputs": []\n}',
+        '{"servers": {}, "inputs": []}',
+        '{"servers": { }}',
+        '{"servers": {\n\n}}',
+    ],
+)
+def test_filling_an_empty_container_keeps_its_comments_and_gives_its_bytes_back(
+    text: str,
+) -> None:
+    old = parse(text)
+    new = copy.deepcopy(old)
+    new["servers"]["mtl-mcp"] = OURS
+    added = edited_text(text, old, new)
+    assert parse(added) == new
+    for comment in ("// keep me", "/* keep me */"):
+        assert (comment in added) is (comment in text)
+    assert edited_text(added, new, old) == text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import re
+import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +114,69 @@ def test_a_damaged_ledger_is_our_error_with_the_fix(tmp_path: Path) -> None:
     path.unlink()
     ledger.add_recalls([recall("s2", "ins_a")])
     assert ledger.sessions() == ["s2"] and oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def _forgetter(path: str, worker: int, failures: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    ledger = Ledger(Path(path))
+    for n in range(30):
+        try:
+            ledger.add_recalls([recall(f"f{worker}", f"ins_{worker}_{n}", f"ins_k_{n}")])
+            ledger.add_verdicts(
+                [
+                    VerdictEntry(
+                        session_id=f"f{worker}", insight=f"ins_{worker}_{n}", verdict="helped"
+                    )
+                ]
+            )
+            ledger.forget([f"ins_{worker}_{n}"])
+            ledger.figures()
+        except Exception as exc:  # what a user's command would have printed
+            failures.put(f"worker {worker}, forget {n}: {exc}")
+
+
+def test_forgets_by_several_writers_at_once_wait_for_the_lock_and_never_fail(
+    tmp_path: Path,
+) -> None:
+    """Four processes recording, judging and forgetting at once (each forget vacuums the
+    file): every command waits for the lock instead of failing with "database is locked"."""
+    path = str(tmp_path / "ledger.sqlite")
+    Ledger(Path(path)).add_recalls([recall("seed", "ins_seed")])
+    context = multiprocessing.get_context("spawn")
+    failures = context.Queue()
+    workers = [context.Process(target=_forgetter, args=(path, w, failures)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+        assert worker.exitcode == 0
+    said = []
+    while not failures.empty():
+        said.append(failures.get())
+    assert said == []
+    left = {hit.id for entry in Ledger(Path(path)).recalls() for hit in entry.hits}
+    assert left == {"ins_seed"} | {f"ins_k_{n}" for n in range(30)}
+
+
+@pytest.mark.parametrize("holder", ["a writer", "a reader"])
+def test_a_forget_waits_for_a_lock_held_past_sqlites_busy_timeout(
+    holder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the ledger longer than SQLite waits by itself (BUSY_MS, made
+    short here): a writer in its transaction, or a reader whose open read keeps a commit
+    and the vacuum out. The forget waits for it, then does its work; it never fails with
+    "database is locked"."""
+    monkeypatch.setattr(ledger_module, "BUSY_MS", 100)
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_recalls([recall("s1", "ins_gone", "ins_kept")])
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE" if holder == "a writer" else "BEGIN")
+    other.execute("SELECT COUNT(*) FROM recalls").fetchall()  # a reader's lock
+    release = threading.Timer(1.0, other.commit)
+    release.start()
+    try:
+        assert ledger.forget({"ins_gone"}) == 1
+    finally:
+        release.join()
+        other.close()
+    assert [[h.id for h in r.hits] for r in ledger.recalls()] == [["ins_kept"]]

@@ -2,7 +2,8 @@
 
 The SDK is imported lazily (about 1.5 s), so importing this module stays cheap. Its errors
 are translated here, by one table, into `DistillError`s that name the problem and the fix.
-`ANTHROPIC_BASE_URL` is honoured by the SDK.
+`ANTHROPIC_BASE_URL` is honoured by the SDK. Its HTTP client is held to a deadline for the
+whole call, its retries included, and a cap on what it reads (`limits`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
+from mtl_mcp.learning.backends.limits import ANSWER_MAX_BYTES, Allowance, limit_client, limited
 from mtl_mcp.learning.backends.structured import problems, unusable
 from mtl_mcp.learning.spend import Usage
 from mtl_mcp.text.render import one_line
@@ -108,8 +110,22 @@ def make_client(
     import anthropic
 
     return anthropic.Anthropic(
-        api_key=api_key, auth_token=auth_token, timeout=timeout, max_retries=max_retries
+        api_key=api_key,
+        auth_token=auth_token,
+        timeout=timeout,
+        max_retries=max_retries,
+        http_client=limit_client(anthropic.DefaultHttpxClient()),
     )
+
+
+BACKOFF_ALLOWANCE = 15.0  # seconds: the SDK's waits between its retries, at most
+
+
+def call_deadline(client: anthropic.Anthropic) -> float:
+    """Seconds one call may take in all: each attempt's timeout, and the waits between."""
+    timeout = client.timeout
+    each = timeout if isinstance(timeout, int | float) else getattr(timeout, "read", None)
+    return float(each or 600.0) * (client.max_retries + 1) + BACKOFF_ALLOWANCE
 
 
 class AnthropicBackend:
@@ -153,14 +169,20 @@ class AnthropicBackend:
             {"type": "disabled"} if model.startswith(_THINKING_OFF_PREFIXES) else anthropic.omit
         )
         try:
-            response = client.messages.parse(
-                model=model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                output_format=answer,
-                thinking=thinking,
-            )
+            with limited(call_deadline(client)) as allowance:
+                try:
+                    response = client.messages.parse(
+                        model=model,
+                        max_tokens=max_tokens,
+                        system=system,
+                        messages=[{"role": "user", "content": user}],
+                        output_format=answer,
+                        thinking=thinking,
+                    )
+                except anthropic.AnthropicError as exc:
+                    if allowance.tripped:
+                        raise _stopped(allowance, step, client) from exc
+                    raise
         except ValidationError as exc:
             # The SDK validated the text itself and raised before handing back the usage:
             # count the prompt and a full answer, so the ledger never under-counts.
@@ -185,6 +207,21 @@ class AnthropicBackend:
                 step, f"no text answer, stop_reason={response.stop_reason}", _SWITCH_MODEL
             )
         return response.parsed_output
+
+
+def _stopped(allowance: Allowance, step: str, client: anthropic.Anthropic) -> DistillError:
+    """The error for a call our limits stopped."""
+    if allowance.tripped == "size":
+        return DistillUnavailable(
+            f"the Anthropic API sent an answer larger than {ANSWER_MAX_BYTES >> 20} MB at the "
+            f"{step} step and was cut off; the job stays queued and is retried (check "
+            "ANTHROPIC_BASE_URL: a proxy or gateway may be broken)"
+        )
+    return DistillUnavailable(
+        f"the Anthropic API did not finish answering within {call_deadline(client):g} s at the "
+        f"{step} step (timeout {client.timeout}s, {client.max_retries} retries); the job "
+        "stays queued and is retried"
+    )
 
 
 def translate(

@@ -24,11 +24,11 @@ from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.learning.backends.child import (
     CliStatus,
-    deadline_error,
     probe,
     reported_tokens,
     run_child,
     snippet,
+    stopped_error,
 )
 from mtl_mcp.learning.backends.structured import (
     json_object,
@@ -115,9 +115,9 @@ class ClaudeCodeBackend:
                 },
                 cwd=Path(empty),
             )
-        if done.killed_at_deadline:  # it may have spent tokens: count a whole call
+        if done.stopped:  # it may have spent tokens: count a whole call
             usage.add(estimate_tokens(system + user), max_tokens)
-            raise deadline_error("claude", timeout)
+            raise stopped_error("claude", timeout, done)
         result = _json_result(done.stdout)
         if result is None:
             raise DistillUnavailable(

@@ -24,11 +24,11 @@ from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.learning.backends.child import (
     CliStatus,
-    deadline_error,
     probe,
     reported_tokens,
     run_child,
     snippet,
+    stopped_error,
 )
 from mtl_mcp.learning.backends.structured import (
     json_in_text,
@@ -129,9 +129,9 @@ class CodexBackend:
                 stdin=user,
                 cwd=workdir,
             )
-        if done.killed_at_deadline:  # it may have spent tokens: count a whole call
+        if done.stopped:  # it may have spent tokens: count a whole call
             usage.add(estimate_tokens(system + user), max_tokens)
-            raise deadline_error("codex", timeout)
+            raise stopped_error("codex", timeout, done)
         events = [e for e in map(json_object, done.stdout.splitlines()) if e is not None]
         if not events:
             raise DistillUnavailable(

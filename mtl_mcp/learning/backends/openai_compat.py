@@ -37,6 +37,7 @@ from mtl_mcp.errors import DistillError, DistillUnavailable
 from mtl_mcp.learning.answers import AnswerOutcome, record_answer
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.learning.backends.openai_endpoint import (
+    AnswerTooLarge,
     Endpoint,
     EndpointStatus,
     endpoint_status,
@@ -46,8 +47,10 @@ from mtl_mcp.learning.backends.openai_endpoint import (
 )
 from mtl_mcp.learning.backends.structured import loose_json, problems, strict_schema
 from mtl_mcp.learning.spend import Usage
+from mtl_mcp.learning.transcripts.events import valid_unicode
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import chars_for_tokens, estimate_tokens
+from mtl_mcp.untrusted import json_loads
 
 if TYPE_CHECKING:
     import httpx2
@@ -61,6 +64,7 @@ CUT = "\n[... {} lines cut to fit the model's context window ...]\n"
 _DIGEST = re.compile(r"(<session_digest>\n)(.*)(\n</session_digest>)", re.S)
 _FIX_MODEL = "set MTL_MCP_OPENAI_MODEL to a larger instruction-tuned model"
 _SCHEMA_REFUSED = ("response_format", "json_schema", "schema")
+_SETTING = " (MTL_MCP_OPENAI_TIMEOUT)"
 
 
 def digest_cut(user: str, room_tokens: int) -> str:
@@ -115,8 +119,12 @@ class OpenAIBackend:
         *,
         endpoint: Endpoint | None = None,
         record_answers: bool = True,
+        timeout: float | None = None,
     ) -> None:
+        """`timeout`: each chat request's deadline, if not MTL_MCP_OPENAI_TIMEOUT's (the
+        doctor's question is short, and must not keep it waiting as long as a job may)."""
         self._settings = settings
+        self.timeout = timeout or settings.openai_timeout
         self.endpoint = endpoint or Endpoint(settings)
         self._status = status
         self._context: tuple[int, str] | None = None
@@ -305,9 +313,9 @@ class OpenAIBackend:
         if response.status_code != 200:
             raise self._status_error(response, step)
         try:
-            data = response.json()
+            data = json_loads(response.content)
             choice = data["choices"][0]
-            text = choice["message"].get("content") or ""
+            text = valid_unicode(str(choice["message"].get("content") or ""))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise DistillUnavailable(
                 f"{self.endpoint.shown} sent a malformed chat completion at the {step} step; "
@@ -320,9 +328,9 @@ class OpenAIBackend:
         )
         usage.add(
             prompt or estimate_tokens("".join(m["content"] for m in messages)),
-            completion or estimate_tokens(str(text)),
+            completion or estimate_tokens(text),
         )
-        return str(text)
+        return text
 
     def _post(
         self, step: str, body: dict[str, Any], usage: Usage, max_tokens: int
@@ -331,14 +339,20 @@ class OpenAIBackend:
 
         url = f"{self.endpoint.base}/chat/completions"
         try:
-            return self.endpoint.post(url, body)
+            return self.endpoint.post(url, body, self.timeout)
         except httpx2.TimeoutException:
             # It may have spent the tokens: count a whole call, as for a killed CLI.
             usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
             raise DistillUnavailable(
-                f"{self.endpoint.shown} did not answer within {self._settings.openai_timeout:g} s "
-                f"at the {step} step (MTL_MCP_OPENAI_TIMEOUT); the job stays queued and is "
-                "retried later"
+                f"{self.endpoint.shown} did not answer within {self.timeout:g} s at the {step} "
+                f"step{_SETTING if self.timeout == self._settings.openai_timeout else ''}; the "
+                "job stays queued and is retried later"
+            ) from None
+        except AnswerTooLarge as exc:
+            usage.add(estimate_tokens(json.dumps(body["messages"])), max_tokens)
+            raise DistillUnavailable(
+                f"{self.endpoint.shown} sent a broken answer at the {step} step ({exc}); the "
+                "job stays queued and is retried later (check MTL_MCP_OPENAI_BASE_URL)"
             ) from None
         except httpx2.HTTPError as exc:
             raise DistillUnavailable(

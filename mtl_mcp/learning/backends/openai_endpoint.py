@@ -3,9 +3,12 @@
 Plain HTTP through `httpx2` (already installed for the Anthropic SDK), not the `openai`
 SDK: the SDK insists on a key (local servers have none), reads ambient variables such as
 OPENAI_ORG_ID and OPENAI_CUSTOM_HEADERS into every request, and knows nothing of the
-servers' own endpoints we read the context window from. One client per backend, a bounded
-timeout (MTL_MCP_OPENAI_TIMEOUT), no retries of its own (the queue backs off), and for a
-loopback URL no proxy from the environment. Failures are translated by one table, `_STATUS`.
+servers' own endpoints we read the context window from. One client per backend, no
+retries of its own (the queue backs off), and for a loopback URL no proxy from the
+environment. Every request has a wall-clock deadline (MTL_MCP_OPENAI_TIMEOUT for a chat
+request, PROBE_TIMEOUT for the probes) and a cap on what it reads (`limits`): a server that
+drips its answer, or sends a huge one, costs no more than that. Failures are translated by
+one table, `_STATUS`.
 
 A base URL on loopback is local, and it gets no OPENAI_API_KEY (that key is for a remote
 API; set MTL_MCP_OPENAI_API_KEY for a local server that wants one).
@@ -14,10 +17,12 @@ API; set MTL_MCP_OPENAI_API_KEY for a local server that wants one).
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -26,8 +31,11 @@ from urllib.parse import urlsplit
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError, DistillUnavailable
+from mtl_mcp.learning.backends.limits import ANSWER_MAX_BYTES, limit_client, limited
+from mtl_mcp.learning.transcripts.events import valid_unicode
 from mtl_mcp.text.redact import redact, uri_without_secrets
 from mtl_mcp.text.render import one_line
+from mtl_mcp.untrusted import json_loads
 
 if TYPE_CHECKING:
     import httpx2
@@ -145,8 +153,17 @@ def retry_at(headers: httpx2.Headers, now: datetime | None = None) -> datetime |
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+class AnswerTooLarge(Exception):  # raised by Endpoint, translated by its callers
+    """The server sent more than ANSWER_MAX_BYTES."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the answer is larger than {ANSWER_MAX_BYTES // (1 << 20)} MB")
+
+
 class Endpoint:
-    """HTTP to one OpenAI-compatible server: `base` is its `/v1` URL, `root` the server."""
+    """HTTP to one OpenAI-compatible server: `base` is its `/v1` URL, `root` the server.
+    A request ends within its deadline (httpx2's TimeoutException) and reads at most
+    ANSWER_MAX_BYTES (AnswerTooLarge)."""
 
     def __init__(self, settings: Settings) -> None:
         self.base = settings.openai_base_url.rstrip("/")
@@ -163,21 +180,40 @@ class Endpoint:
             import httpx2
 
             headers = {"authorization": f"Bearer {self._key}"} if self._key else {}
-            self._client = httpx2.Client(
-                headers=headers,
-                timeout=httpx2.Timeout(self._timeout, connect=min(self._timeout, 10.0)),
-                trust_env=not self.local,  # no proxy between us and this machine
-                follow_redirects=False,
+            self._client = limit_client(
+                httpx2.Client(
+                    headers=headers,
+                    timeout=httpx2.Timeout(self._timeout, connect=min(self._timeout, 10.0)),
+                    trust_env=not self.local,  # no proxy between us and this machine
+                    follow_redirects=False,
+                )
             )
         return self._client
 
     def get(self, url: str, timeout: float = PROBE_TIMEOUT) -> httpx2.Response:
-        return self.client.get(url, timeout=timeout)
+        return self._limited(timeout, lambda: self.client.get(url, timeout=timeout))
 
     def post(self, url: str, body: dict[str, Any], timeout: float | None = None) -> httpx2.Response:
-        if timeout is None:
-            return self.client.post(url, json=body)
-        return self.client.post(url, json=body, timeout=timeout)
+        # Lone surrogates (a model can send them escaped) cannot be encoded: replaced.
+        content = valid_unicode(json.dumps(body, ensure_ascii=False)).encode("utf-8")
+        headers = {"content-type": "application/json"}
+        seconds = self._timeout if timeout is None else timeout
+        client = self.client
+        return self._limited(
+            seconds, lambda: client.post(url, content=content, headers=headers, timeout=seconds)
+        )
+
+    def _limited(self, seconds: float, send: Callable[[], httpx2.Response]) -> httpx2.Response:
+        """`send()` within `seconds` in all, reading at most ANSWER_MAX_BYTES."""
+        import httpx2
+
+        with limited(seconds) as allowance:
+            try:
+                return send()
+            except httpx2.HTTPError:
+                if allowance.tripped == "size":
+                    raise AnswerTooLarge() from None
+                raise
 
     def probe_json(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         """A quick informational request: its JSON, or None for any failure."""
@@ -187,8 +223,8 @@ class Endpoint:
             response = (
                 self.post(url, body or {}, PROBE_TIMEOUT) if method == "POST" else self.get(url)
             )
-            return response.json() if response.status_code == 200 else None
-        except (httpx2.HTTPError, ValueError):
+            return json_loads(response.content) if response.status_code == 200 else None
+        except (httpx2.HTTPError, AnswerTooLarge, ValueError):
             return None
 
     def close(self) -> None:
@@ -235,6 +271,12 @@ def endpoint_status(settings: Settings, endpoint: Endpoint | None = None) -> End
         response = endpoint.get(f"{endpoint.base}/models")
     except httpx2.TimeoutException:
         return EndpointStatus(False, f"{url} did not answer within {PROBE_TIMEOUT:g} s", start)
+    except AnswerTooLarge as exc:
+        return EndpointStatus(
+            False,
+            f"{url}/models sent more than it should ({exc})",
+            "check that MTL_MCP_OPENAI_BASE_URL is the API's base, usually ending in /v1",
+        )
     except httpx2.HTTPError as exc:
         return EndpointStatus(False, f"nothing answers at {url} ({one_line(str(exc), 120)})", start)
     if response.status_code in (401, 403):
@@ -246,7 +288,7 @@ def endpoint_status(settings: Settings, endpoint: Endpoint | None = None) -> End
     listed: list[dict[str, Any]] | None = None
     if response.status_code == 200:
         try:
-            data = response.json().get("data")
+            data = json_loads(response.content).get("data")
         except (ValueError, AttributeError):
             data = None
         if not isinstance(data, list):
@@ -299,7 +341,7 @@ def status_error(response: httpx2.Response, step: str, shown: str, model: str) -
 def error_detail(response: httpx2.Response) -> str:
     """The server's error message, short, secrets redacted."""
     try:
-        data = response.json()
+        data = json_loads(response.content)
         error = data.get("error", data) if isinstance(data, dict) else data
         text = error.get("message", error) if isinstance(error, dict) else error
     except ValueError:

@@ -27,6 +27,7 @@ from mtl_mcp.learning.spend import Usage
 from mtl_mcp.text.tokens import estimate_tokens
 
 SAMPLING_BACKEND = "mcp-sampling"
+ANSWER_MAX_CHARS = 256 * 1024  # an answer is a few KB: a longer one is not read
 _FIX = "the client's model could not follow the schema; pass the insights yourself"
 
 
@@ -84,6 +85,8 @@ class SampledAnswers:
         text = self._answers[self._asked]
         self._asked += 1
         usage.add(estimate_tokens(prompt + user), estimate_tokens(text))
+        if len(text) > ANSWER_MAX_CHARS:
+            raise unusable(step, f"the answer is {len(text):,} characters long", _FIX)
         try:
             data = json_in_text(text)
         except ValueError:

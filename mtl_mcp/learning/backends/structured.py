@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from mtl_mcp.errors import UnusableOutput
 from mtl_mcp.learning.backends import Answer
 from mtl_mcp.schemas import validation_problems
+from mtl_mcp.untrusted import json_loads
 
 _DROPPED_KEYWORDS = ("title", "default")
 
@@ -50,7 +51,7 @@ def strict_schema(answer: type[BaseModel]) -> dict[str, Any]:
 def json_object(text: str) -> dict[str, Any] | None:
     """`text` decoded as a JSON object, or None if it is not one."""
     try:
-        data = json.loads(text)
+        data = json_loads(text)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -60,12 +61,12 @@ def json_in_text(text: str) -> Any:
     """The JSON object in a model's text answer: the whole text, else the span from its first
     `{` to its last `}` (models wrap JSON in code fences or a sentence). ValueError if none."""
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError:
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end <= start:
             raise ValueError("no JSON object in the answer") from None
-        return json.loads(text[start : end + 1])
+        return json_loads(text[start : end + 1])
 
 
 def unusable(step: str, why: str, fix: str) -> UnusableOutput:
@@ -106,9 +107,11 @@ def loose_json(text: str) -> tuple[Any, bool]:
     """
     stripped = text.strip()
     try:
-        return json.loads(stripped), False
+        return json_loads(stripped), False
     except json.JSONDecodeError as exc:
         first_error = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError as exc:  # nested too deeply
+        first_error = str(exc)
     candidates = [m.group(1) for m in _FENCE.finditer(stripped)]
     start = min((i for i in (stripped.find("{"), stripped.find("[")) if i >= 0), default=-1)
     if start >= 0:
@@ -116,7 +119,7 @@ def loose_json(text: str) -> tuple[Any, bool]:
     for candidate in candidates:
         for attempt in (candidate.strip(), mend(candidate)):
             try:
-                data = json.loads(attempt)
+                data = json_loads(attempt)
             except ValueError:
                 continue
             if isinstance(data, dict | list):

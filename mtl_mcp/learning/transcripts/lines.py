@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from mtl_mcp.errors import TranscriptError
 from mtl_mcp.learning.transcripts.events import Collector, Format
+from mtl_mcp.untrusted import NotRegularFile, open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def open_transcript(path: Path) -> IO[bytes]:
     if path.is_dir():
         raise TranscriptError(f"{path} is a directory: {_PASS_A_FILE} inside it")
     try:
-        stream = path.open("rb")
+        stream = open_regular(path)  # a FIFO or a device would block or never end
         head = stream.read(SNIFF_BYTES)
     except OSError as exc:
         raise TranscriptError(
@@ -112,7 +113,7 @@ def not_text(path: Path) -> str | None:
     """Why `path` cannot be a transcript though it reads (binary data, or text in an
     encoding other than UTF-8, -16 and -32), or None. Cheap: it looks at the first 64 KB."""
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             head = stream.read(SNIFF_BYTES)
     except OSError:
         return None  # open_transcript says why
@@ -272,11 +273,13 @@ def missing_conversation(path: Path, budget: int = CONVERSATION_SCAN_BYTES) -> s
     `budget` bytes) is left to the worker, which reads it in full.
     """
     try:
-        stream = path.open("rb")
+        stream = open_regular(path)  # a FIFO would block the session-end hook
     except FileNotFoundError:
         return "does not exist"
     except IsADirectoryError:
         return "is a directory"
+    except NotRegularFile:
+        return "is not a regular file (a FIFO, a device or a socket)"
     except OSError:
         return None  # e.g. permissions: the worker's error shows in `mtl-mcp queue`
     speakers: set[object] = set()

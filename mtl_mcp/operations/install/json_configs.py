@@ -11,6 +11,7 @@ keeps its value and order.
 from __future__ import annotations
 
 import copy
+import glob
 import json
 import shlex
 from collections.abc import Callable
@@ -76,19 +77,78 @@ def json_change(
     path: Path, edit: Callable[[JsonDoc, Path], None], *, comments: bool = False
 ) -> FileChange | None:
     """The change `edit` makes to the JSON file at `path`: the file's own text with only
-    what differs edited (its layout and comments kept), a new file in indent=2, or None."""
+    what differs edited (its layout and comments kept), a new file in indent=2, or None.
+
+    An edit that takes our entries out leaves what the file held before install: the
+    backup install made of it (`_before_install`) says which containers were there,
+    empty ones included (VS Code's `"servers": {}`), and that the file existed at all."""
     before = read_text(path)
     doc = load_json(path, before, comments=comments)
     new = copy.deepcopy(doc)
     edit(new, path)
     if new == doc:
         return None
-    if _is_empty(new):
+    prior = _before_install(path, new, comments)
+    if prior is not None:
+        new = _as_before(new, prior)
+        _restore_containers(new, doc, prior)
+    elif _is_empty(new):
         return FileChange(path, before, None)
     fresh = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
     if before is None or not before.strip():
         return FileChange(path, before, fresh)
     return FileChange(path, before, _edited(path, before, doc, new, fresh))
+
+
+BACKUPS_LOOKED_AT = 20
+
+
+def _before_install(path: Path, new: JsonDoc, comments: bool) -> JsonDoc | None:
+    """The newest backup of `path` that holds what `new` holds, up to empty containers: the
+    file as it was before install put our entries in (None if there is none)."""
+
+    def stamp(backup: Path) -> tuple[str, int]:
+        _, _, rest = backup.name.rpartition(".mtl-mcp-backup-")
+        when, _, n = rest.partition("-")
+        return when, int(n) if n.isdigit() else 0
+
+    pattern = glob.escape(path.name) + ".mtl-mcp-backup-*"
+    backups = sorted(path.parent.glob(pattern), key=stamp, reverse=True)[:BACKUPS_LOOKED_AT]
+    for backup in backups:
+        try:
+            doc = load_json(backup, read_text(backup), comments=comments)
+        except ConfigError:
+            continue
+        if _without_empty(doc) == _without_empty(_as_before(new, doc)):
+            return doc
+    return None
+
+
+def _as_before(new: JsonDoc, prior: JsonDoc) -> JsonDoc:
+    """`new` without the `"version": 1` install gives a hooks file (Cursor's, Copilot
+    CLI's) that had none before."""
+    if "version" in prior or new.get("version") != 1:
+        return new
+    return {k: v for k, v in new.items() if k != "version"}
+
+
+def _without_empty(value: Any) -> Any:
+    """`value` without the empty objects and arrays in its objects, at any depth."""
+    if not isinstance(value, dict):
+        return value
+    pruned = {k: _without_empty(v) for k, v in value.items()}
+    return {k: v for k, v in pruned.items() if v not in ({}, [])}
+
+
+def _restore_containers(new: JsonDoc, current: JsonDoc, prior: JsonDoc) -> None:
+    """Put back in `new` the empty containers `prior` held (and the file still does)."""
+    for key, value in prior.items():
+        if not isinstance(value, dict | list) or key not in current:
+            continue
+        if key not in new and _without_empty(value) in ({}, []):
+            new[key] = copy.deepcopy(value)
+        elif all(isinstance(d.get(key), dict) for d in (new, current)) and isinstance(value, dict):
+            _restore_containers(new[key], current[key], value)
 
 
 def _edited(path: Path, before: str, doc: JsonDoc, new: JsonDoc, fresh: str) -> str:

@@ -125,6 +125,11 @@ def _strip(text: str) -> str:
     return "".join(out)
 
 
+def _strip_strings(text: str) -> str:
+    """`text` with its string literals emptied: what is left of it is syntax and comments."""
+    return _STRING.sub('""', text)
+
+
 def edited_text(text: str, old: Any, new: Any) -> str:
     """`text` (which holds `old`) changed to hold `new`, touching only what differs. A file
     whose lines all end in CRLF is edited as LF and given back in CRLF, so that the lines
@@ -193,7 +198,9 @@ class _Differ:
     ) -> None:
         """Cut entries `gone` out of `node` with their commas, and insert entries after the
         entry each insert names (-1: before the first), in the container's own layout.
-        An entry is given as a prefix ('"key": ' for a member, "" for an item) and a value."""
+        An entry is given as a prefix ('"key": ' for a member, "" for an item) and a value.
+        Each way of inserting has its exact inverse among the ways of cutting, so that an
+        install followed by an uninstall gives back every byte."""
         entries = node.entries
         inserts = [(after, t, v) for after, t, v in inserts if v]
         kept = [i for i in range(len(entries)) if i not in gone]
@@ -210,6 +217,16 @@ class _Differ:
 
         if multiline and self.by_line(entries, gone, inserts, indent, rendered):
             return
+        if not entries:  # into an empty container: after its `{`, its comments kept below
+            body = [text for _, t, v in inserts for text in rendered(t, v)]
+            closing = "\n" + self.line_indent(node)
+            self.edits.append(
+                (node.start + 1, node.start + 1, "\n" + indent + gap.join(body) + closing)
+            )
+            return
+        if not kept and not inserts:
+            self.edits.append(self.cut_all(node))
+            return
         if not kept:  # nothing of the old content stays: the interior is rewritten
             body = [text for _, t, v in inserts for text in rendered(t, v)]
             interior = gap.join(body)
@@ -217,11 +234,7 @@ class _Differ:
                 interior = "\n" + indent + interior + "\n" + self.line_indent(node)
             self.edits.append((node.start + 1, node.end - 1, interior))
             return
-        for i in gone:
-            if i > kept[0]:
-                self.edits.append((entries[i - 1][2].end, entries[i][2].end, ""))
-        if gone and gone[0] < kept[0]:
-            self.edits.append((entries[0][1], entries[kept[0]][1], ""))
+        self.cut(entries, gone, kept)
         for after, prefixes, values in inserts:
             texts = rendered(prefixes, values)
             before_kept = [i for i in kept if i <= after]
@@ -232,6 +245,48 @@ class _Differ:
                 at = entries[kept[0]][1]
                 self.edits.append((at, at, gap.join(texts) + gap))
 
+    def cut_all(self, node: _Node) -> tuple[int, int, str]:
+        """The edit that empties `node`: the exact inverse of an insert into it when empty
+        (what follows its `{` is ours, up to the line its `}` or its comments start on);
+        otherwise every entry and comma goes, and its comments stay."""
+        entries = node.entries
+        first, last = entries[0][1], entries[-1][2].end
+        closing = "\n" + self.line_indent(node)
+        opening = self.text[node.start + 1 : first]
+        between = self.text[first:last]
+        if (
+            re.fullmatch(r"\n[ \t]*", opening)
+            and self.text.startswith(closing, last)
+            and "//" not in _strip_strings(between)
+            and "/*" not in _strip_strings(between)
+        ):
+            return (node.start + 1, last + len(closing), "")
+        tail = re.compile(r"[ \t]*,?").match(self.text, last)
+        return (first, tail.end() if tail else last, "")
+
+    def cut(
+        self, entries: list[tuple[str | None, int, _Node]], gone: list[int], kept: list[int]
+    ) -> None:
+        """Cut `gone` (some entries are `kept`): a run that ends the container with the comma
+        before it, every other entry with its own lines (or with the comma after it), so
+        the comments of the entries around it stay theirs."""
+        last = len(entries) - 1
+        trailing = [i for i in gone if i > kept[-1]]
+        if trailing:
+            self.edits.append((entries[kept[-1]][2].end, entries[last][2].end, ""))
+        for i in gone:
+            if i > kept[-1]:
+                continue
+            start, end = entries[i][1], entries[i][2].end
+            line_start = self.text.rfind("\n", 0, start) + 1
+            after = re.compile(r"[ \t]*,[ \t]*(?://[^\n]*)?\n").match(self.text, end)
+            ahead = self.text[line_start:start]
+            if after and not ahead.strip() and line_start > (entries[i - 1][2].end if i else 0):
+                self.edits.append((line_start, after.end(), ""))
+                continue
+            comma = re.compile(r"[ \t]*,[ \t]*").match(self.text, end)
+            self.edits.append((start, comma.end() if comma else end, ""))
+
     def by_line(
         self,
         entries: list[tuple[str | None, int, _Node]],
@@ -240,11 +295,11 @@ class _Differ:
         indent: str,
         rendered: Callable[[list[str], list[Any]], list[str]],
     ) -> bool:
-        """Append one batch of entries after the last one, or cut the last one, a line at a
-        time: so the comment at the end of the last line stays with its entry, and a
-        trailing comma stays where it is. False when the change is not that, or the lines
-        are not laid out so (the caller edits by value then)."""
-        if not entries or len(gone) + len(inserts) != 1:
+        """Append one batch of entries after the last one, or cut a run of entries that ends
+        the container, a line at a time: so the comment at the end of the last line stays
+        with its entry, and a trailing comma stays where it is. False when the change is
+        not that, or the lines are not laid out so (the caller edits by value then)."""
+        if not entries or (gone and inserts) or len(inserts) > 1 or not (gone or inserts):
             return False
         if inserts:
             after, prefixes, values = inserts[0]
@@ -263,11 +318,11 @@ class _Differ:
                 self.edits.append((end, end, ","))
                 self.edits.append((tail.end(), tail.end(), "\n" + body))
             return True
-        [i] = gone
-        if i != len(entries) - 1 or i == 0:
+        first = gone[0]
+        if gone != list(range(first, len(entries))) or first == 0:
             return False
-        start, end = entries[i][1], entries[i][2].end
-        previous = entries[i - 1][2].end
+        start, end = entries[first][1], entries[-1][2].end
+        previous = entries[first - 1][2].end
         line_start = self.text.rfind("\n", previous, start)
         own_line = _LINE_TAIL.fullmatch(self.text, previous, max(line_start, previous))
         ours = _LINE_TAIL.fullmatch(self.text, end, self._line_end(end))

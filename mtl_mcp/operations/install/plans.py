@@ -30,8 +30,10 @@
 * A file we cannot parse (JSON or TOML) is never overwritten: `ConfigError` names it.
 * Installing is idempotent. `hooks=False` leaves any existing hooks as they are.
 * Uninstall removes only our entries and the containers that became empty because of
-  that. A file left with nothing in it (`{}`, `{"version": 1}` for Cursor hooks, blank
-  TOML) is deleted rather than kept as an empty stub; `apply` backs it up first.
+  that, unless the backup install made of the file shows they were there before (VS
+  Code's `"servers": {}`): those stay, as does a file that existed before install. A file
+  install created, left with nothing in it (`{}`, `{"version": 1}` for Cursor hooks,
+  blank TOML), is deleted rather than kept as an empty stub; `apply` backs it up first.
 * Hook commands are `shlex.join`ed absolute argv; a non-empty `Launch.env` is passed
   through `env K=V ...`, since hooks don't get the MCP server's `env` block.
 * `apply` backs up each existing file to `<file>.mtl-mcp-backup-YYYYmmddHHMMSS`, refuses a
