@@ -43,7 +43,7 @@ def test_the_trials_api_is_behind_the_guard(dashboard: Dashboard) -> None:
     with httpx.Client(base_url=dashboard.base) as http:
         for path in ("/api/trials", f"/api/trials/{TRIAL}"):
             assert http.get(path).status_code == 401, path
-    with httpx.Client(base_url=dashboard.base, cookies=dashboard.cookie) as http:
+    with httpx.Client(base_url=dashboard.base, headers=dashboard.headers) as http:
         missing = http.get("/api/trials/no-such-trial")
         assert missing.status_code == 404 and "mtl-mcp trial list" in missing.json()["error"]
         assert http.get("/api/trials/..").status_code in (400, 404)
