@@ -7,9 +7,10 @@ Codex's PostToolUse, Cursor's postToolUse), so it is lean: no heavy import, and 
 state file per session decides in a few milliseconds that there is nothing to do.
 
 Per task (a user prompt; a prompt of a few words continues the one before):
-- once a plan is known (`hooks.plans`), recall once through the warm service, with the
-  relevance floor, never a note the session was already given (by any trigger), and hand
-  the framed notes to the model as hook context;
+- once a plan is known (`hooks.plans`), recall once through the warm service, keep those
+  of the top 3 whose relevance gate probability reaches `auto_recall_min_p`, never a note
+  the session was already given (by any trigger), and hand the framed notes to the model
+  as hook context;
 - not when the model called `recall_insights` itself for this task, nor for a task whose
   first tool calls state no plan;
 - after REPLAN_AFTER failed tool calls the model usually re-plans: what it says next may
@@ -315,7 +316,7 @@ def _recall(
     call: ToolCall, plan: str, shown: list[str], settings: Settings, started: float
 ) -> tuple[str, list[str]] | None:
     """The framed notes for `plan` from the service, and their ids ("" and none when no
-    note passes the floor); None when there is no answer within the budget. The service
+    note passes the relevance gate); None when there is no answer within the budget. The service
     records the recall in the ledger only if it answers in time for the hook to use it."""
     left = settings.hook_budget_seconds - (time.monotonic() - started)
     if left <= 0.05:
@@ -325,7 +326,7 @@ def _recall(
     params = {
         "plan": plan,
         "origin": origin,
-        "min_score": settings.plan_recall_floor,
+        "min_p": settings.auto_recall_min_p,
         "project": _project(call),
         "exclude_ids": shown,
         "deadline": time.time() + left - 0.05,

@@ -15,6 +15,7 @@ import mtl_mcp.memory.loop as loop_reports
 from mtl_mcp.errors import (
     NotFoundError,
 )
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.core import appended_note
 from mtl_mcp.memory.curation import Curation
@@ -47,17 +48,20 @@ class Bookkeeping(Curation):
         origin: RecallOrigin,
         k: int = 3,
         project: str | None = None,
-        min_score: float | None = None,
+        min_p: float | None = None,
         exclude_ids: Collection[str] = (),
         on_time: Callable[[], bool] | None = None,
     ) -> builtins.list[RecallHit] | None:
-        """A recall put in front of a session's model unasked (the plan-triggered hook):
+        """A recall put in front of a session's model unasked (the plan-triggered hook): of
+        the top k, those the relevance gate gives at least `min_p` (default: the setting),
         never an insight the session was given already, by any trigger (the ledger's, and
-        `exclude_ids` the caller knows of). None when `on_time` says the caller has given
-        up meanwhile: then no model sees it and the ledger does not record it."""
+        `exclude_ids` the caller knows of: the next best take their place). None when
+        `on_time` says the caller has given up meanwhile: then no model sees it and the
+        ledger does not record it."""
         shown = self.loop.shown(origin.session_id) if origin.session_id else set()
-        hits = self.recall(
-            plan, k=k, project=project, min_score=min_score, exclude_ids=shown | set(exclude_ids)
+        hits = unasked(
+            self.recall(plan, k=k, project=project, exclude_ids=shown | set(exclude_ids)),
+            self.settings.auto_recall_min_p if min_p is None else min_p,
         )
         if on_time is not None and not on_time():
             return None

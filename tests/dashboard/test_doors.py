@@ -1,5 +1,6 @@
 """Try a plan through the dashboard against in-process `Memory` over the same data
-directory: the same hits in the same order, or the same refusal, for every project, scope
+directory: the same hits in the same order, with the same relevance gate probabilities and
+the same verdict on what is shown on its own, or the same refusal, for every project, scope
 and k a user can pick."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 
 from mtl_mcp.config import load_settings
 from mtl_mcp.errors import InputError
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.memory import Memory
 from tests.dashboard.conftest import PLAN, Dashboard
 
@@ -25,6 +27,7 @@ def test_the_plan_preview_is_in_process_recall_for_every_project_scope_and_k(
     dashboard: Dashboard,
 ) -> None:
     memory = Memory(load_settings(dashboard.home))
+    min_p = memory.settings.auto_recall_min_p
     mismatches = []
     try:
         with httpx.Client(
@@ -44,8 +47,15 @@ def test_the_plan_preview_is_in_process_recall_for_every_project_scope_and_k(
                     assert str(refused) in answer.json()["error"]
                     continue
                 assert answer.status_code == 200, answer.text
-                got = [(hit["id"], round(hit["score"], 6)) for hit in answer.json()["hits"]]
-                want = [(hit.id, round(hit.score, 6)) for hit in hits]
+                shown = answer.json()
+                got = [
+                    (hit["id"], round(hit["score"], 6), hit["p"], hit["p"] >= shown["min_p"])
+                    for hit in shown["hits"]
+                ]
+                want = [
+                    (hit.id, round(hit.score, 6), hit.p, bool(unasked([hit], min_p)))
+                    for hit in hits
+                ]
                 if got != want:
                     mismatches.append((plan[:20], project, scope, k, got, want))
     finally:

@@ -1,0 +1,361 @@
+"""The relevance gate, fitted: the shipped fit on the evaluation set's dev split, and
+`mtl-mcp tune gate` on a user's own session verdicts (what the gate is: `index.gate`).
+
+The shipped fit (`fit_shipped`, run by `python bench/relevance_floor.py --fit`):
+
+1. Every dev query's top 3 (leave-one-domain-out, the default method) is a labelled example:
+   the gate's signals of the hit, and whether the hit is one of the query's relevant items.
+2. A logistic regression on standardised signals, its weights (not its intercept) held back
+   by an L2 penalty; the penalty is the one of L2_GRID with the lowest out-of-fold log loss
+   when each dev domain in turn is left out of the fit (12 folds of 3 queries).
+3. The threshold is the lowest of THRESHOLDS whose out-of-fold dev notes reach
+   TARGET_PRECISION while at least half of the plans get a note (else the most precise
+   threshold that keeps half the plans). The test split is scored once, with what dev chose.
+
+Everything is deterministic (Newton steps from zero, no sampling): the same store and model
+give the same constants, so the fit can be rerun whenever the embedding runtime changes.
+
+Tuning (`tune`): recalls the judge rated `helped` or `misled` are labelled examples of the
+user's own. A third of the sessions (by a hash of their ids) are held out; the gate is
+refitted on the rest with an L2 penalty toward the current fit (the prior), and both fits'
+precision at the user's threshold is measured on the held-out sessions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mtl_mcp.errors import InputError
+from mtl_mcp.index.gate import SIGNALS, Gate
+from mtl_mcp.memory import Memory
+from mtl_mcp.quality.evaluation import EvalQuery, EvalStore
+
+TARGET_PRECISION = 0.75
+MIN_COVERAGE = 0.5  # plans that get a note
+THRESHOLDS = tuple(round(0.05 * n, 2) for n in range(1, 20))  # 0.05 .. 0.95
+L2_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
+MIN_JUDGED = 50  # judged recalls `tune gate` needs
+PRIOR_L2 = 10.0  # how strongly a tuned gate is held to the fit it starts from
+HELD_OUT = 3  # one session in this many is held out of the tuning fit
+
+Matrix = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One hit of one query, labelled: the gate's signals, and whether it is relevant.
+    `parts` keeps what the simple gates of the bench look at (similarity, ranks)."""
+
+    query: str
+    split: str
+    domain: str
+    rank: int
+    signals: tuple[float, ...]
+    relevant: bool
+    parts: dict[str, Any] = field(default_factory=dict)
+
+
+def labelled_hits(evalset: EvalStore, queries: Sequence[EvalQuery], k: int = 3) -> list[Labelled]:
+    """Every query's top k, leave-one-domain-out, through `Memory.preview` (the ranking
+    `recall` runs, with each hit's parts and gate signals)."""
+    found = []
+    for query in queries:
+        relevant = {evalset.store_ids[r] for r in query.relevant if r in evalset.store_ids}
+        preview = evalset.memory.preview(query.plan, k=k, exclude_domains=[query.domain])
+        for rank, part in enumerate(preview.parts, 1):
+            found.append(
+                Labelled(
+                    query=query.id,
+                    split=query.split or "",
+                    domain=query.domain,
+                    rank=rank,
+                    signals=tuple(part.signals[name] for name in SIGNALS),
+                    relevant=part.id in relevant,
+                    parts=part.model_dump(),
+                )
+            )
+    return found
+
+
+def _design(hits: Sequence[Labelled]) -> tuple[Matrix, Matrix]:
+    x = np.array([h.signals for h in hits], dtype=np.float64).reshape(len(hits), len(SIGNALS))
+    y = np.array([h.relevant for h in hits], dtype=np.float64)
+    return x, y
+
+
+def fit_logistic(
+    x: Matrix, y: Matrix, l2: float, prior: Gate | None = None, source: str = "shipped"
+) -> Gate:
+    """A logistic regression by Newton's method. Without a prior: on standardised signals,
+    the weights held toward 0 by `l2`, the intercept free. With one: on the signals as they
+    are, every parameter held toward the prior's by `l2`."""
+    if len(y) == 0:
+        raise InputError("no labelled examples to fit the gate on")
+    if prior is None:
+        mean, spread = x.mean(axis=0), x.std(axis=0)
+        spread[spread == 0] = 1.0
+        design = (x - mean) / spread
+        centre = np.zeros(x.shape[1] + 1)
+        penalty = np.full(x.shape[1] + 1, l2)
+        penalty[0] = 1e-6  # the intercept: only enough to keep a one-class fit finite
+    else:
+        mean, spread = np.zeros(x.shape[1]), np.ones(x.shape[1])
+        design = x
+        centre = np.array([prior.intercept, *prior.weights])
+        penalty = np.full(x.shape[1] + 1, l2)
+    augmented = np.hstack([np.ones((len(y), 1)), design])
+    theta = centre.copy()
+    for _ in range(100):
+        chance = 1.0 / (1.0 + np.exp(-(augmented @ theta)))
+        gradient = augmented.T @ (chance - y) + penalty * (theta - centre)
+        hessian = (augmented * (chance * (1 - chance))[:, None]).T @ augmented + np.diag(penalty)
+        step = np.linalg.solve(hessian, gradient)
+        theta -= step
+        if float(np.abs(step).max()) < 1e-10:
+            break
+    weights = theta[1:] / spread
+    intercept = float(theta[0] - weights @ mean)
+    return Gate(
+        intercept=round(intercept, 6),
+        weights=tuple(round(float(w), 6) for w in weights),
+        source=source,
+    )
+
+
+def out_of_fold(hits: Sequence[Labelled], l2: float) -> Matrix:
+    """Each hit's probability from a fit that did not see its query's domain."""
+    x, y = _design(hits)
+    domains = np.array([h.domain for h in hits])
+    chances = np.zeros(len(hits))
+    for domain in sorted(set(domains)):
+        held = domains == domain
+        gate = fit_logistic(x[~held], y[~held], l2)
+        chances[held] = gate.probabilities(x[held])
+    return chances
+
+
+def log_loss(chances: Matrix, y: Matrix) -> float:
+    clipped = np.clip(chances, 1e-9, 1 - 1e-9)
+    return float(-np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)))
+
+
+def figures(hits: Sequence[Labelled], keep: Sequence[bool]) -> dict[str, float]:
+    """What a gate that keeps `keep` (aligned with `hits`) shows: the precision of the
+    notes kept, the share of plans that get one, and the share of relevant hits kept."""
+    plans: dict[str, bool] = defaultdict(bool)
+    kept = relevant_kept = relevant = 0
+    for hit, chosen in zip(hits, keep, strict=True):
+        plans[hit.query] |= bool(chosen)
+        kept += bool(chosen)
+        relevant_kept += bool(chosen) and hit.relevant
+        relevant += hit.relevant
+    return {
+        "precision": round(relevant_kept / kept, 3) if kept else 0.0,
+        "plans_with_a_note": round(sum(plans.values()) / len(plans), 3) if plans else 0.0,
+        "notes": kept,
+        "notes_per_plan": round(kept / len(plans), 2) if plans else 0.0,
+        "relevant_kept": round(relevant_kept / relevant, 3) if relevant else 0.0,
+    }
+
+
+def curve(hits: Sequence[Labelled], chances: Matrix) -> list[dict[str, float]]:
+    """The gate's figures at every threshold of THRESHOLDS."""
+    return [{"min_p": t, **figures(hits, list(chances >= t))} for t in THRESHOLDS]
+
+
+def choose_threshold(points: Sequence[dict[str, float]]) -> float:
+    """The lowest threshold whose notes reach TARGET_PRECISION with at least MIN_COVERAGE
+    of the plans getting one; else the most precise one that keeps MIN_COVERAGE."""
+    covered = [p for p in points if p["plans_with_a_note"] >= MIN_COVERAGE]
+    if not covered:
+        raise InputError("no threshold leaves a note for half of the plans")
+    good = [p for p in covered if p["precision"] >= TARGET_PRECISION]
+    if good:
+        return min(p["min_p"] for p in good)
+    return max(covered, key=lambda p: (p["precision"], -p["min_p"]))["min_p"]
+
+
+@dataclass(frozen=True)
+class ShippedFit:
+    """The fit `bench/relevance_floor.py --fit` ships, and how it was chosen."""
+
+    gate: Gate
+    l2: float
+    min_p: float
+    cross_validation: list[dict[str, float]]  # per L2 candidate: its out-of-fold log loss
+    dev_curve: list[dict[str, float]]  # out-of-fold, at the chosen L2
+    test_curve: list[dict[str, float]]  # the shipped gate on the test split
+
+
+def fit_shipped(hits: Sequence[Labelled]) -> ShippedFit:
+    """Choose the penalty and the threshold on the dev hits, fit on all of dev, and score
+    the test hits with the result."""
+    dev = [h for h in hits if h.split == "dev"]
+    test = [h for h in hits if h.split == "test"]
+    _, y = _design(dev)
+    scored = [(log_loss(out_of_fold(dev, l2), y), l2) for l2 in L2_GRID]
+    l2 = min(scored)[1]
+    dev_curve = curve(dev, out_of_fold(dev, l2))
+    min_p = choose_threshold(dev_curve)
+    x, y = _design(dev)
+    gate = fit_logistic(x, y, l2)
+    gate = Gate(
+        gate.intercept,
+        gate.weights,
+        "shipped",
+        f"the shipped evaluation set's dev split: {len(dev)} hits of {len({h.query for h in dev})}"
+        f" plans, L2 {l2}",
+    )
+    tx, _ = _design(test)
+    return ShippedFit(
+        gate=gate,
+        l2=l2,
+        min_p=min_p,
+        cross_validation=[{"l2": c, "log_loss": round(v, 4)} for v, c in scored],
+        dev_curve=dev_curve,
+        test_curve=curve(test, gate.probabilities(tx)) if test else [],
+    )
+
+
+# -- tuning on a user's own verdicts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judged recall of the user's: the hit's gate signals now, and the verdict."""
+
+    session: str
+    insight: str
+    signals: tuple[float, ...]
+    helped: bool
+
+
+def judged_recalls(memory: Memory) -> list[Judged]:
+    """The user's `helped` and `misled` verdicts that have a plan, the latest per session
+    and insight, each with the gate's signals for its plan against the store as it is now
+    (`not-used` says nothing about fit: a lesson can fit and not be needed)."""
+    latest: dict[tuple[str, str], tuple[str, bool, npt.NDArray[np.float32]]] = {}
+    for entry, vector in memory.loop.ledger.verdict_vectors():  # oldest first
+        if entry.verdict in ("helped", "misled") and entry.plan and vector is not None:
+            latest[entry.insight, entry.session_id] = (
+                entry.plan,
+                entry.verdict == "helped",
+                vector,
+            )
+    by_plan: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
+    vectors: dict[str, npt.NDArray[np.float32]] = {}
+    for (insight, session), (plan, helped, vector) in latest.items():
+        by_plan[plan].append((session, insight, helped))
+        vectors[plan] = vector
+    found = []
+    for plan, judged in by_plan.items():
+        signals = memory.gate_signals(plan, [insight for _, insight, _ in judged], vectors[plan])
+        found += [
+            Judged(session, insight, tuple(signals[insight]), helped)
+            for session, insight, helped in judged
+            if insight in signals
+        ]
+    return found
+
+
+def _held_out(session: str) -> bool:
+    return int(hashlib.sha256(session.encode()).hexdigest()[:8], 16) % HELD_OUT == 0
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """What `tune gate` found: the fits before and after, and their precision on the
+    held-out sessions at the user's threshold."""
+
+    judged: int
+    fitted_on: int
+    held_out: int
+    min_p: float
+    before: Gate
+    after: Gate | None  # None: too few judged recalls to tune on
+    before_figures: dict[str, float]
+    after_figures: dict[str, float]
+
+    @property
+    def better(self) -> bool:
+        """Whether the tuned fit is at least as precise on the held-out sessions, without
+        losing more than a tenth of the notes the current fit shows there."""
+        if self.after is None:
+            return False
+        before, after = self.before_figures, self.after_figures
+        return after["precision"] >= before["precision"] and after["notes"] >= math.floor(
+            0.9 * before["notes"]
+        )
+
+
+def _judged_figures(judged: Sequence[Judged], gate: Gate, min_p: float) -> dict[str, float]:
+    if not judged:
+        return {"precision": 0.0, "notes": 0, "helped_kept": 0.0}
+    x = np.array([j.signals for j in judged], dtype=np.float64)
+    keep = gate.probabilities(x) >= min_p
+    helped = np.array([j.helped for j in judged])
+    kept = int(keep.sum())
+    return {
+        "precision": round(float(helped[keep].mean()), 3) if kept else 0.0,
+        "notes": kept,
+        "helped_kept": round(float(keep[helped].mean()), 3) if helped.any() else 0.0,
+    }
+
+
+def tune(
+    memory: Memory,
+    judged: Sequence[Judged] | None = None,
+    min_p: float | None = None,
+    prior_l2: float = PRIOR_L2,
+) -> TuneReport:
+    """Refit the gate on the user's judged recalls (`judged_recalls` unless given), with the
+    current gate as the prior; nothing is written (`Memory.gate.write` applies it)."""
+    judged = judged_recalls(memory) if judged is None else list(judged)
+    threshold = memory.settings.auto_recall_min_p if min_p is None else min_p
+    before = memory.gate.current()
+    held = [j for j in judged if _held_out(j.session)]
+    train = [j for j in judged if not _held_out(j.session)]
+    after = None
+    if len(judged) >= MIN_JUDGED and train and held:
+        x = np.array([j.signals for j in train], dtype=np.float64)
+        y = np.array([j.helped for j in train], dtype=np.float64)
+        fit = fit_logistic(x, y, prior_l2, prior=before, source="tuned")
+        sessions = len({j.session for j in train})
+        after = Gate(
+            fit.intercept,
+            fit.weights,
+            "tuned",
+            f"{len(train)} judged recalls of {sessions} sessions, from the {before.source} fit",
+        )
+    return TuneReport(
+        judged=len(judged),
+        fitted_on=len(train),
+        held_out=len(held),
+        min_p=threshold,
+        before=before,
+        after=after,
+        before_figures=_judged_figures(held, before, threshold),
+        after_figures=_judged_figures(held, after, threshold) if after else {},
+    )
+
+
+__all__ = [
+    "MIN_JUDGED",
+    "Judged",
+    "Labelled",
+    "ShippedFit",
+    "TuneReport",
+    "fit_logistic",
+    "fit_shipped",
+    "judged_recalls",
+    "labelled_hits",
+    "tune",
+]
