@@ -159,6 +159,15 @@ def distinct_lessons(count: int, offset: int = 0) -> list[dict[str, object]]:
     ]
 
 
+# A plan one starter-pack lesson fits plainly ("Make flaky tests deterministic before
+# trusting them", p ~0.99) and the others do not: the relevance gate passes that one only.
+FLAKY_PLAN = (
+    "The suite fails now and then on CI with a timing error. First I will run the flaky test "
+    "in a loop to reproduce it, then find the source of nondeterminism, such as the clock or "
+    "test ordering, and make it deterministic before trusting a green run."
+)
+FLAKY_LESSON = "Make flaky tests deterministic before trusting them"
+
 # A live-looking secret built at run time: it must never reach the API or the store.
 LEAKED = "AKIA" + "QX7ZK2M9R4T6W8Y3"
 

@@ -17,7 +17,11 @@ Per task (a user prompt; a prompt of a few words continues the one before):
   trigger one more recall (at most MAX_REPLANS a task).
 
 It never blocks the assistant: past `hook_budget_seconds` it returns nothing and logs
-why; with no service running it starts one in the background and recalls at a later call.
+why; with no service running it starts one in the background. Either way the plan is kept
+(`SessionState.waiting`) and its notes go out once, at the next tool call of the same task
+(the service keeps a recall it finished after the hook gave up, so that call gets it at
+once). The session-start hook starts the service, so a session's first tool call seldom
+finds it cold.
 """
 
 from __future__ import annotations
@@ -339,8 +343,16 @@ def _recall(
             start_in_background(settings)
             logger.info("tool-use: no service ran; one is starting for the next tool call")
         return None
+    if reply.get("retiring"):  # an older service steps aside: a new one for the next call
+        start_in_background(settings)
+        logger.info("tool-use: the service is being replaced; the plan waits for the next call")
+        return None
     if not reply.get("ok"):
-        logger.warning("tool-use: recall failed: %s", (reply.get("error") or {}).get("message"))
+        error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+        if _passes(error.get("type")):
+            logger.info("tool-use: the store is busy; the plan waits for the next tool call")
+            return None
+        logger.warning("tool-use: recall failed: %s", error.get("message"))
         return "", []  # an error that will not go away by itself: this task gets no recall
     result = reply["result"]
     if result.get("late"):
@@ -349,6 +361,14 @@ def _recall(
     ids = [str(i) for i in result["ids"]]
     logger.info("tool-use: %d notes for session %s", len(ids), call.session)
     return (str(result["notes"]) if ids else ""), ids
+
+
+def _passes(kind: Any) -> bool:
+    """Whether an error the service answered with goes away by itself (a busy store)."""
+    from mtl_mcp import errors
+
+    found = getattr(errors, str(kind), None)
+    return isinstance(found, type) and issubclass(found, errors.Retryable)
 
 
 def _project(call: ToolCall) -> str | None:

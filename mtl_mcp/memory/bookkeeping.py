@@ -57,14 +57,20 @@ class Bookkeeping(Curation):
         never an insight the session was given already, by any trigger (the ledger's, and
         `exclude_ids` the caller knows of: the next best take their place). None when
         `on_time` says the caller has given up meanwhile: then no model sees it and the
-        ledger does not record it."""
+        ledger does not record it, but the hits are kept for the session's next try with
+        the same plan (a hook that missed its budget while the service warmed), which then
+        gets them at once unless one was shown since."""
         shown = self.loop.shown(origin.session_id) if origin.session_id else set()
-        hits = unasked(
-            self.recall(plan, k=k, project=project, exclude_ids=shown | set(exclude_ids)),
-            self.settings.auto_recall_min_p if min_p is None else min_p,
-        )
+        left_out = shown | set(exclude_ids)
+        late = self.loop.take_late(origin.session_id, plan, project)
+        if late is not None and not any(h.id in left_out for h in late):
+            top = late
+        else:
+            top = self.recall(plan, k=k, project=project, exclude_ids=left_out)
         if on_time is not None and not on_time():
+            self.loop.keep_late(origin.session_id, plan, project, top)
             return None
+        hits = unasked(top, self.settings.auto_recall_min_p if min_p is None else min_p)
         if hits:
             self.loop.note(origin, plan, project, hits)
         return hits

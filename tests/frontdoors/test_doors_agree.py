@@ -24,6 +24,7 @@ from mtl_mcp.config import load_settings
 from mtl_mcp.operations.context import write_project_context
 from mtl_mcp.operations.service import stop_services
 from mtl_mcp.project import resolve_project
+from mtl_mcp.schemas import RecallOrigin
 from tests.conftest import distinct_lessons
 from tests.doors import (
     HttpServer,
@@ -241,20 +242,33 @@ async def test_list_and_records_agree_through_every_door(world: World) -> None:
 
 def test_the_session_start_hook_agrees_with_in_process_context(world: World) -> None:
     """The session-start hook prints, for a folder, the context in-process memory writes
-    for that folder's project, through the service and without one."""
+    for that folder's project, through the service and without one: for a project with a
+    plan in the ledger (the relevance gate chooses, at two thresholds) and one without."""
     a, b, _ = world.folders
     memory = world.memory(team=False)
+    expected = {}
     try:
-        expected = {f: write_project_context(memory, resolve_project(f)).text for f in (a, b)}
+        # A plan recalled for in project a (in the ledger only: a recall's counts would
+        # reorder the store's rows, and the fallback's ties with them).
+        memory.loop.note(RecallOrigin(), PLANS[0], resolve_project(a).id, [])
+        memory.flush()
+        for min_p in ("0", "0.5"):
+            for f in (a, b):
+                context = write_project_context(memory, resolve_project(f), float(min_p))
+                expected[f, min_p] = context.text
     finally:
         memory.close()
-    for running in (False, True):
+    assert expected[a, "0"] != expected[a, "0.5"] and expected[b, "0"] == expected[b, "0.5"]
+    # Without a service the hook prints the cache, last written for 0.5.
+    for running, min_p in ((False, "0.5"), (True, "0"), (True, "0.5")):
         stop_services(world.home)
-        if running:
-            assert cli(world.env(False), "serve", input="", cwd=a).returncode == 0
+        env = world.env(False, MTL_MCP_AUTO_RECALL_MIN_P=min_p)
+        if running:  # warm: a cold service answers after the hook's 3 s (it prints the cache)
+            assert cli(env, "serve", input="", cwd=a).returncode == 0
+            cli_json(env, "recall", "warm up")
         for folder in (a, b):
-            printed = hook(world.env(False), "session-start", {"cwd": str(folder)}).stdout
-            assert printed == expected[folder], running
+            printed = hook(env, "session-start", {"cwd": str(folder)}).stdout
+            assert printed == expected[folder, min_p], (running, min_p)
 
 
 async def test_a_relative_project_argument_means_the_windows_folder_through_every_door(

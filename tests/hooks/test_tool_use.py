@@ -22,7 +22,7 @@ from mtl_mcp.index.gate import unasked
 from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import RecallOrigin
 from mtl_mcp.server.calls import ServiceMemory
-from tests.conftest import LEAKED, distinct_lessons
+from tests.conftest import FLAKY_PLAN, LEAKED, distinct_lessons
 
 pytestmark = pytest.mark.slow
 
@@ -317,13 +317,6 @@ def test_a_plan_waiting_for_the_service_is_kept_without_its_secrets(
     assert LEAKED not in state.read_text() and waiting.startswith(PLAN)
 
 
-FLAKY = (
-    "The suite fails now and then on CI with a timing error. First I will run the flaky test "
-    "in a loop to reproduce it, then find the source of nondeterminism, such as the clock or "
-    "test ordering, and make it deterministic before trusting a green run."
-)
-
-
 @pytest.mark.parametrize("min_p", ["", "0.2", "1"])
 def test_the_hook_injects_what_the_relevance_gate_passes_as_in_process_memory_does(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_p: str
@@ -338,8 +331,8 @@ def test_the_hook_injects_what_the_relevance_gate_passes_as_in_process_memory_do
     memory = Memory(gated)
     try:
         memory.seed()  # the starter pack: lessons that differ, as a real store's do
-        top = memory.recall(FLAKY, k=3)
-        expected = memory.recall_for_session(FLAKY, RecallOrigin(session_id="in-process"))
+        top = memory.recall(FLAKY_PLAN, k=3)
+        expected = memory.recall_for_session(FLAKY_PLAN, RecallOrigin(session_id="in-process"))
     finally:
         memory.close()
     assert expected == unasked(top, gated.auto_recall_min_p)
@@ -355,7 +348,7 @@ def test_the_hook_injects_what_the_relevance_gate_passes_as_in_process_memory_do
     assert reply and reply["ok"]
     session = Session(gated, tmp_path)
     session.prompt("The suite fails now and then on CI; fix it.")
-    session.say(FLAKY)
+    session.say(FLAKY_PLAN)
     notes = injected(session.tool())
     assert notes == [h.id for h in expected]
     assert bool(notes) == (min_p != "1")
