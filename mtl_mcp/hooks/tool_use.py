@@ -245,7 +245,9 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         if state.done and state.failures >= REPLAN_AFTER and state.replans < MAX_REPLANS:
             state.done, state.failures = False, 0
             state.replans += 1
-        return ""
+        if state.done or state.waiting is None:
+            return ""
+        return _deliver(call, state, state.waiting, settings, started)  # a plan waits: now
     if state.done:
         return ""  # the common case: nothing to do until the next task
     if call.tool.endswith(RECALL_TOOL):  # mcp__mtl-mcp__, mcp_mtl-mcp_, mtl-mcp-, mtl-mcp_
@@ -273,11 +275,20 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         if state.calls >= PLAN_CALLS:
             state.done = True
         return ""
+    return _deliver(call, state, plan, settings, started)
+
+
+def _deliver(
+    call: ToolCall, state: SessionState, plan: str, settings: Settings, started: float
+) -> str:
+    """The notes for `plan`, and the state that says so; "" with the plan kept waiting
+    when the service does not answer in time (the next tool call of the task tries again)."""
     answer = _recall(call, plan[-PLAN_MAX_CHARS:], state.shown, settings, started)
     if answer is None:  # no service yet, or past the budget: the next call tries again
-        from mtl_mcp.text.redact import redact  # only here: the common path stays lean
+        if plan != state.waiting:
+            from mtl_mcp.text.redact import redact  # only here: the common path stays lean
 
-        state.waiting = redact(plan)  # kept on disk for days, as the ledger keeps plans
+            state.waiting = redact(plan)  # kept on disk for days, as the ledger keeps plans
         return ""
     notes, ids = answer
     state.done, state.failures, state.waiting = True, 0, None
@@ -348,7 +359,8 @@ def _recall(
         logger.info("tool-use: the service is being replaced; the plan waits for the next call")
         return None
     if not reply.get("ok"):
-        error = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+        found = reply.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
         if _passes(error.get("type")):
             logger.info("tool-use: the store is busy; the plan waits for the next tool call")
             return None

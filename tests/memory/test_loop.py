@@ -131,3 +131,30 @@ def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_rem
     misled = VerdictEntry(session_id="s1", insight=str(wrong.id), verdict="misled", plan=DATES)
     store.record_verdicts([misled])
     assert wrong.id not in {h.id for h in store.recall(DATES, k=5)}
+
+
+def test_a_recall_its_hook_gave_up_on_goes_out_at_the_next_try_unless_shown_since(
+    store: Memory,
+) -> None:
+    """Past the hook's deadline a session's recall is not recorded but kept: the session's
+    next try with the same plan gets those very notes (even with a better one stored
+    meanwhile), once; if one of them was shown to the session since, it recalls afresh."""
+    store.record(distinct_lessons(30, offset=40))
+    hook = RecallOrigin(session_id="s1", trigger="hook")
+    assert store.recall_for_session(DATES, hook, min_p=0.0, on_time=lambda: False) is None
+    late = store.recall(DATES, k=3)
+    store.flush()
+    assert store.loop.ledger.recalls(session_id="s1") == []  # no model saw it
+    [better] = store.record([lesson(DATES.split(",")[0], DATES)])
+    assert store.recall(DATES, k=1)[0].id == better.id
+    kept = store.recall_for_session(DATES, hook, min_p=0.0)
+    assert kept is not None and [h.id for h in kept] == [h.id for h in late]
+    after = store.recall_for_session(DATES, hook, min_p=0.0)  # kept once: the next best now
+    assert after is not None and not {h.id for h in after} & {h.id for h in kept}
+
+    other = RecallOrigin(session_id="s2", trigger="hook")
+    assert store.recall_for_session(SHELL, other, min_p=0.0, on_time=lambda: False) is None
+    [first, *_] = store.recall(SHELL, k=3)
+    store.recall(SHELL, k=1, origin=RecallOrigin(session_id="s2"))  # the model asked itself
+    again = store.recall_for_session(SHELL, other, min_p=0.0)
+    assert again is not None and first.id not in {h.id for h in again}
