@@ -28,20 +28,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, TypeVar
 
 from mtl_mcp.errors import ConfigError
 from mtl_mcp.files import write_private
 from mtl_mcp.schemas import RecallHit
 
+if TYPE_CHECKING:  # numpy only where p is computed: the CLI, so every hook, imports this
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float32]
+    Signals = npt.NDArray[np.float64]  # one row per candidate, one column per SIGNALS name
+
 SIGNALS = ("similarity_z", "keyword")
 GATE_FILE = "gate.json"  # a tuned gate, in the data directory
-
-Floats = npt.NDArray[np.float32]
-Signals = npt.NDArray[np.float64]  # one row per candidate, one column per name in SIGNALS
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Gate:
     fitted_on: str = ""  # what it was fitted on, in a few words
 
     def probabilities(self, signals: Signals) -> npt.NDArray[np.float64]:
+        import numpy as np
+
         if not len(signals):
             return np.zeros(0)
         z = self.intercept + signals @ np.asarray(self.weights, dtype=np.float64)
@@ -100,6 +103,8 @@ def hit_signals(
     """The gate's signals of some hits (their cosine and BM25 scores), measured against
     every candidate the recall considered (`similarity`, `keyword`). Without a keyword
     ranking the keyword signal is 0."""
+    import numpy as np
+
     found = np.zeros((len(hit_similarity), len(SIGNALS)), dtype=np.float64)
     if not len(found):
         return found

@@ -16,9 +16,11 @@ Everything is deterministic (Newton steps from zero, no sampling): the same stor
 give the same constants, so the fit can be rerun whenever the embedding runtime changes.
 
 Tuning (`tune`): recalls the judge rated `helped` or `misled` are labelled examples of the
-user's own. A third of the sessions (by a hash of their ids) are held out; the gate is
-refitted on the rest with an L2 penalty toward the current fit (the prior), and both fits'
-precision at the user's threshold is measured on the held-out sessions.
+user's own. The gate is refitted with an L2 penalty toward the current fit (the prior). The
+user's sessions fall in FOLDS folds (by a hash of their ids); each fold is scored by a refit
+on the others, so every verdict is predicted by a fit that never saw its session: that
+chooses the prior's strength and gives the refit's held-out figures, beside the current
+fit's on the same verdicts. `TuneReport.better` says whether the refit earns its place.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,8 +45,8 @@ MIN_COVERAGE = 0.5  # plans that get a note
 THRESHOLDS = tuple(round(0.05 * n, 2) for n in range(1, 20))  # 0.05 .. 0.95
 L2_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 MIN_JUDGED = 50  # judged recalls `tune gate` needs
-PRIOR_L2 = 10.0  # how strongly a tuned gate is held to the fit it starts from
-HELD_OUT = 3  # one session in this many is held out of the tuning fit
+PRIOR_GRID = (3.0, 10.0, 30.0, 100.0)  # how strongly a refit is held to the current fit
+FOLDS = 3  # of the user's sessions, for the refit's held-out figures
 
 Matrix = npt.NDArray[np.float64]
 
@@ -243,107 +245,121 @@ def judged_recalls(memory: Memory) -> list[Judged]:
     and insight, each with the gate's signals for its plan against the store as it is now
     (`not-used` says nothing about fit: a lesson can fit and not be needed)."""
     latest: dict[tuple[str, str], tuple[str, bool, npt.NDArray[np.float32]]] = {}
+    dim = memory.embedder.dim  # a verdict from before a reindex has another model's vector
     for entry, vector in memory.loop.ledger.verdict_vectors():  # oldest first
-        if entry.verdict in ("helped", "misled") and entry.plan and vector is not None:
-            latest[entry.insight, entry.session_id] = (
-                entry.plan,
-                entry.verdict == "helped",
-                vector,
-            )
+        plan, rated = entry.plan, entry.verdict in ("helped", "misled")
+        if rated and plan and vector is not None and vector.shape == (dim,):
+            latest[entry.insight, entry.session_id] = (plan, entry.verdict == "helped", vector)
     by_plan: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     for (insight, session), (plan, helped, vector) in latest.items():
         by_plan[plan].append((session, insight, helped))
         vectors[plan] = vector
     found = []
-    for plan, judged in by_plan.items():
-        signals = memory.gate_signals(plan, [insight for _, insight, _ in judged], vectors[plan])
+    for plan, verdicts in by_plan.items():
+        signals = memory.gate_signals(plan, [insight for _, insight, _ in verdicts], vectors[plan])
         found += [
             Judged(session, insight, tuple(signals[insight]), helped)
-            for session, insight, helped in judged
+            for session, insight, helped in verdicts
             if insight in signals
         ]
     return found
 
 
-def _held_out(session: str) -> bool:
-    return int(hashlib.sha256(session.encode()).hexdigest()[:8], 16) % HELD_OUT == 0
+def _fold(session: str) -> int:
+    return int(hashlib.sha256(session.encode()).hexdigest()[:8], 16) % FOLDS
 
 
 @dataclass(frozen=True)
 class TuneReport:
-    """What `tune gate` found: the fits before and after, and their precision on the
-    held-out sessions at the user's threshold."""
+    """What `tune gate` found: the current fit and the refit, and how each did on sessions
+    it was not fitted on, at the user's threshold (the refit's figures are out-of-fold:
+    each third of the sessions scored by a refit on the other two)."""
 
     judged: int
-    fitted_on: int
-    held_out: int
+    sessions: int
     min_p: float
     before: Gate
     after: Gate | None  # None: too few judged recalls to tune on
+    prior_l2: float | None  # the prior's strength cross-validation chose
     before_figures: dict[str, float]
     after_figures: dict[str, float]
 
     @property
     def better(self) -> bool:
-        """Whether the tuned fit is at least as precise on the held-out sessions, without
-        losing more than a tenth of the notes the current fit shows there."""
+        """Whether the refit predicts the held-out verdicts better (log loss) and its notes
+        there are at least as precise, keeping at least half as many (precision first,
+        but a gate that shows almost nothing is no gate)."""
         if self.after is None:
             return False
         before, after = self.before_figures, self.after_figures
-        return after["precision"] >= before["precision"] and after["notes"] >= math.floor(
-            0.9 * before["notes"]
+        return (
+            after["log_loss"] < before["log_loss"]
+            and after["precision"] >= before["precision"]
+            and after["notes"] >= math.ceil(before["notes"] / 2)
         )
 
 
-def _judged_figures(judged: Sequence[Judged], gate: Gate, min_p: float) -> dict[str, float]:
-    if not judged:
-        return {"precision": 0.0, "notes": 0, "helped_kept": 0.0}
-    x = np.array([j.signals for j in judged], dtype=np.float64)
-    keep = gate.probabilities(x) >= min_p
-    helped = np.array([j.helped for j in judged])
+def _judged_figures(chances: Matrix, helped: Matrix, min_p: float) -> dict[str, float]:
+    keep = chances >= min_p
     kept = int(keep.sum())
+    good = helped.astype(bool)
     return {
-        "precision": round(float(helped[keep].mean()), 3) if kept else 0.0,
+        "precision": round(float(good[keep].mean()), 3) if kept else 0.0,
         "notes": kept,
-        "helped_kept": round(float(keep[helped].mean()), 3) if helped.any() else 0.0,
+        "helped_kept": round(float(keep[good].mean()), 3) if good.any() else 0.0,
+        "log_loss": round(log_loss(chances, helped), 4),
     }
 
 
 def tune(
-    memory: Memory,
-    judged: Sequence[Judged] | None = None,
-    min_p: float | None = None,
-    prior_l2: float = PRIOR_L2,
+    memory: Memory, judged: Sequence[Judged] | None = None, min_p: float | None = None
 ) -> TuneReport:
     """Refit the gate on the user's judged recalls (`judged_recalls` unless given), with the
-    current gate as the prior; nothing is written (`Memory.gate.write` applies it)."""
+    current gate as the prior: the prior's strength (PRIOR_GRID) is the one whose refits
+    predict held-out sessions best (FOLDS folds by session), and the refit is on every
+    judged recall. Nothing is written (`GateFile.write` applies it)."""
     judged = judged_recalls(memory) if judged is None else list(judged)
     threshold = memory.settings.auto_recall_min_p if min_p is None else min_p
     before = memory.gate.current()
-    held = [j for j in judged if _held_out(j.session)]
-    train = [j for j in judged if not _held_out(j.session)]
-    after = None
-    if len(judged) >= MIN_JUDGED and train and held:
-        x = np.array([j.signals for j in train], dtype=np.float64)
-        y = np.array([j.helped for j in train], dtype=np.float64)
-        fit = fit_logistic(x, y, prior_l2, prior=before, source="tuned")
-        sessions = len({j.session for j in train})
-        after = Gate(
-            fit.intercept,
-            fit.weights,
-            "tuned",
-            f"{len(train)} judged recalls of {sessions} sessions, from the {before.source} fit",
-        )
-    return TuneReport(
+    x = np.array([j.signals for j in judged], dtype=np.float64).reshape(len(judged), -1)
+    y = np.array([j.helped for j in judged], dtype=np.float64)
+    folds = np.array([_fold(j.session) for j in judged])
+    sessions = len({j.session for j in judged})
+    report = TuneReport(
         judged=len(judged),
-        fitted_on=len(train),
-        held_out=len(held),
+        sessions=sessions,
         min_p=threshold,
         before=before,
-        after=after,
-        before_figures=_judged_figures(held, before, threshold),
-        after_figures=_judged_figures(held, after, threshold) if after else {},
+        after=None,
+        prior_l2=None,
+        before_figures=_judged_figures(before.probabilities(x), y, threshold) if judged else {},
+        after_figures={},
+    )
+    if len(judged) < MIN_JUDGED or len(set(folds)) < 2:
+        return report
+    best: tuple[float, float, Matrix] | None = None
+    for l2 in PRIOR_GRID:
+        chances = np.zeros(len(judged))
+        for fold in sorted(set(folds)):
+            held = folds == fold
+            refit = fit_logistic(x[~held], y[~held], l2, prior=before)
+            chances[held] = refit.probabilities(x[held])
+        loss = log_loss(chances, y)
+        if best is None or loss < best[0]:
+            best = (loss, l2, chances)
+    assert best is not None
+    _, l2, chances = best
+    fit = fit_logistic(x, y, l2, prior=before)
+    after = Gate(
+        fit.intercept,
+        fit.weights,
+        "tuned",
+        f"{len(judged)} judged recalls of {sessions} sessions, from the {before.source} fit"
+        f" (L2 {l2} toward it)",
+    )
+    return replace(
+        report, after=after, prior_l2=l2, after_figures=_judged_figures(chances, y, threshold)
     )
 
 
