@@ -401,17 +401,97 @@ def hooks() -> str:
     return table(["what", "measured", "target"], rows)
 
 
-def relevance_floor() -> str:
+def _gate_row(name: str, dev: dict[str, Any], test: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        num(dev["precision"], 2),
+        pct(dev["plans_with_a_note"]),
+        num(test["precision"], 2),
+        pct(test["plans_with_a_note"]),
+    ]
+
+
+def relevance_gate() -> str:
+    """The gate against 0.3's floor and the simple gates, dev and test (docs/retrieval.md)."""
     run = result("relevance_floor")
-    floor = run["chosen"]["floor"]
-    dev = next(row for row in run["dev"] if row["floor"] == floor)
-    test, lowest = run["chosen"]["test"], run["test"][0]
+    chosen = run["chosen"]
+    rows = [
+        _gate_row(
+            f"**relevance gate, p >= {chosen['min_p']:.2f}** (dev: out-of-fold)",
+            chosen["dev_out_of_fold"],
+            chosen["test"],
+        )
+    ]
+    rows += [
+        _gate_row(name, split["dev"], split["test"]) for name, split in run["simple_gates"].items()
+    ]
+    if hook := run.get("hook"):
+        dev, test = hook["dev"], hook["test"]
+        rows.append(
+            _gate_row(
+                f"relevance gate through `mtl-mcp hook tool-use`, the shipped fit"
+                f" ({test['relevant_notes']} of {test['notes']} test notes relevant)",
+                dev,
+                test,
+            )
+        )
+    head = ["gate (top 3)", "dev precision", "dev plans with a note", "test precision"]
+    return table([*head, "test plans with a note"], rows)
+
+
+def relevance_curve() -> str:
+    """The gate's precision/coverage at each threshold (docs/retrieval.md)."""
+    run = result("relevance_floor")
+    dev, test = run["gate_curve"]["dev_out_of_fold"], run["gate_curve"]["test"]
+
+    def threshold(point: dict[str, Any]) -> str:
+        shown = f"{point['min_p']:.2f}"
+        return f"**{shown}**" if point["min_p"] == run["chosen"]["min_p"] else shown
+
+    rows = [
+        [
+            threshold(a),
+            num(a["precision"], 2),
+            pct(a["plans_with_a_note"]),
+            num(b["precision"], 2),
+            pct(b["plans_with_a_note"]),
+            num(b["notes_per_plan"], 2),
+        ]
+        for a, b in zip(dev, test, strict=True)
+        if 0.2 <= a["min_p"] <= 0.8
+    ]
+    head = ["p >=", "dev precision", "dev plans with a note", "test precision"]
+    return table([*head, "test plans with a note", "test notes per plan"], rows)
+
+
+def relevance_signals() -> str:
+    """Out-of-fold dev log loss of each signal set tried (docs/retrieval.md)."""
+    rows = [
+        [
+            " + ".join(f"`{n}`" if n in ("similarity_z", "keyword") else n for n in row["signals"]),
+            num(row["log_loss"], 3),
+        ]
+        for row in result("relevance_floor")["signal_sets"]
+    ]
+    return table(["signals", "dev log loss, out-of-fold"], rows)
+
+
+def relevance_separability() -> str:
+    found = result("relevance_floor")["separability_all_queries_out_of_fold"]
+    return f"AUC {num(found['test_auc'], 2)} (dev: {num(found['dev_auc'], 2)})"
+
+
+def relevance_chosen() -> str:
+    """One sentence on the chosen point (docs/learning.md)."""
+    run = result("relevance_floor")
+    chosen, floor = run["chosen"], run["simple_gates"]["cosine >= 0.40 (0.3's floor)"]
+    test, dev = chosen["test"], chosen["dev_out_of_fold"]
     return (
-        f"on dev {num(dev['precision'], 2)} precision, {pct(dev['relevant_kept'])} of relevant"
-        f" notes kept; on the test split {num(test['precision'], 2)} and"
-        f" {pct(test['relevant_kept'])}, with {pct(test['plans_with_a_note'])} of plans getting at"
-        f" least one note (at a floor of {lowest['floor']}, every plan got"
-        f" {num(lowest['notes_per_plan'])}, at {num(lowest['precision'], 2)} precision)"
+        f"at p >= {chosen['min_p']:.2f}, chosen on the dev split ({num(dev['precision'], 2)}"
+        f" precision out-of-fold, {pct(dev['plans_with_a_note'])} of plans getting a note), the"
+        f" test split's notes are {num(test['precision'], 2)} precise and"
+        f" {pct(test['plans_with_a_note'])} of its plans get one; 0.3's cosine floor gave"
+        f" {num(floor['test']['precision'], 2)} and {pct(floor['test']['plans_with_a_note'])}"
     )
 
 
@@ -558,7 +638,7 @@ def tool_output() -> str:
     shapes = [
         ("before: every field as JSON, no framing", "full JSON"),
         ("text only (no structured content: no ids or scores for programs)", "text only"),
-        ('**now**: `{"notes": ..., "results": [{"id", "score"}]}`', "notes + ids"),
+        ('**now**: `{"notes": ..., "results": [{"id", "score", "p"}]}`', "notes + ids"),
     ]
     rows = []
     for label, key in shapes:
@@ -623,7 +703,11 @@ FIGURES: dict[str, Callable[[], str]] = {
     "retrieval-methods": retrieval_methods,
     "feedback": feedback,
     "hooks": hooks,
-    "relevance-floor": relevance_floor,
+    "relevance-gate": relevance_gate,
+    "relevance-curve": relevance_curve,
+    "relevance-chosen": relevance_chosen,
+    "relevance-signals": relevance_signals,
+    "relevance-separability": relevance_separability,
     "local-model": local_model,
     "tool-output": tool_output,
     "team": team,

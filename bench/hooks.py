@@ -81,6 +81,9 @@ def main() -> None:
         folder = Path(scratch)
         home = folder / "home"
         env = {**os.environ, "MTL_MCP_HOME": str(home), "MTL_MCP_STARTER": "0"}
+        # Templated lessons the relevance gate rightly finds no better than each other: let
+        # every note through, so the recalling call is timed with notes to print, as before.
+        env["MTL_MCP_AUTO_RECALL_MIN_P"] = "0"
         settings = load_settings(home, starter=False)
         memory = Memory(settings)
         memory.record(distinct_lessons(200))

@@ -38,7 +38,7 @@ from typing import Any
 from mtl_mcp.config import load_settings
 from mtl_mcp.index.gate import SIGNALS, shipped_gate, shipped_gate_path
 from mtl_mcp.memory import Memory
-from mtl_mcp.operations.service import ensure_service, stop_services
+from mtl_mcp.operations.service import ensure_service, request, stop_services
 from mtl_mcp.quality.evaluation import (
     EvalQuery,
     evaluate,
@@ -168,6 +168,26 @@ def _cross_validated(
     return best
 
 
+def separability(hits: Sequence[Labelled], l2: float) -> dict[str, float]:
+    """Why test is harder: a fit on dev and test together, each domain scored by a fit
+    without it, and how well its probabilities separate relevant hits from the rest (AUC)
+    on each split. Not a fit anyone ships: a measure of the signals, not of the choice."""
+    import numpy as np
+
+    from mtl_mcp.quality.gate_fit import out_of_fold
+
+    chances = out_of_fold(hits, l2)
+    found = {}
+    for split in ("dev", "test"):
+        mine = np.array([h.split == split for h in hits])
+        good = np.array([h.relevant for h in hits]) & mine
+        bad = ~np.array([h.relevant for h in hits]) & mine
+        wins = chances[good][:, None] > chances[bad][None, :]
+        ties = chances[good][:, None] == chances[bad][None, :]
+        found[f"{split}_auc"] = round(float((wins + 0.5 * ties).mean()), 3)
+    return found
+
+
 def ranking_quality() -> dict[str, float]:
     """P@3 and hit@3 of the ranking itself, which the gate does not touch."""
     pool, queries = shipped_set()
@@ -182,12 +202,14 @@ def ranking_quality() -> dict[str, float]:
 # -- through the hook ------------------------------------------------------------------------
 
 
-def transcript_payload(folder: Path, session: str, plan: str, call: int) -> str:
-    """A Claude Code PostToolUse payload for the `call`-th tool call of a task that stated
-    `plan`, with its transcript (Claude Code's JSONL) written beside it."""
+def transcript_payload(folder: Path, session: str, query: EvalQuery, call: int) -> str:
+    """A Claude Code PostToolUse payload for the `call`-th tool call of the query's task (its
+    prompt the task text, its plan stated before the first call), with its transcript
+    (Claude Code's JSONL) written beside it."""
     transcript = folder / f"{session}.jsonl"
+    prompt, plan = query.task or query.plan, query.plan
     lines: list[dict[str, Any]] = [
-        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Do the task."}},
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": prompt}},
         {"type": "assistant", "message": {"content": [{"type": "text", "text": plan}]}},
     ]
     for n in range(1, call + 1):
@@ -228,6 +250,8 @@ def domain_store(pool: Sequence[Any], domain: str, home: Path) -> Iterator[dict[
     try:
         sock, _ = ensure_service(load_settings(home), "status")
         sock.close()
+        warm = request(load_settings(home), "call", method="recall", params={"plan": "warm"})
+        assert warm and warm.get("ok"), warm
         yield ids
     finally:
         stop_services(home)
@@ -235,14 +259,19 @@ def domain_store(pool: Sequence[Any], domain: str, home: Path) -> Iterator[dict[
         os.environ.update(old)
 
 
-def hook_notes(home: Path, session: str, plan: str, folder: Path) -> tuple[list[str], int]:
-    """The ids the hook injected for a plan, and after how many tool calls."""
+def hook_notes(home: Path, session: str, query: EvalQuery, folder: Path) -> tuple[list[str], int]:
+    """The ids the hook injected for the query's plan, and after how many tool calls."""
     env = {**os.environ, "MTL_MCP_HOME": str(home), "MTL_MCP_STARTER": "0"}
     state = home / "hooks" / f"{session}.json"
     for call in range(1, TOOL_CALLS + 1):
-        raw = transcript_payload(folder, session, plan, call)
+        raw = transcript_payload(folder, session, query, call)
         subprocess.run(
-            [MTL_MCP, "hook", "tool-use"], input=raw, env=env, capture_output=True, timeout=60
+            [MTL_MCP, "hook", "tool-use"],
+            input=raw,
+            text=True,
+            env=env,
+            capture_output=True,
+            timeout=60,
         )
         data = json.loads(state.read_text()) if state.exists() else {}
         if data.get("done"):
@@ -260,7 +289,7 @@ def hook_path(queries: Sequence[EvalQuery], pool: Sequence[Any]) -> dict[str, An
                 memory = Memory(load_settings(home, starter=False))
                 for query in (q for q in queries if q.domain == domain):
                     session = f"bench-{query.id}"
-                    shown, calls = hook_notes(home, session, query.plan, Path(scratch))
+                    shown, calls = hook_notes(home, session, query, Path(scratch))
                     origin = RecallOrigin(session_id=f"lib-{query.id}", trigger="hook")
                     library = memory.recall_for_session(query.plan, origin) or []
                     relevant = {ids[r] for r in query.relevant if r in ids}
@@ -327,6 +356,7 @@ def main() -> None:
         "simple_gates": simple_gates(hits),
         "floor_curve": floor_curve(hits),
         "ranking": ranking_quality(),
+        "separability_all_queries_out_of_fold": separability(hits, fit.l2),
     }
     if args.hook:
         result["hook"] = hook_path(queries, pool)
@@ -334,7 +364,8 @@ def main() -> None:
         with contextlib.suppress(ValueError, KeyError):
             result["hook"] = json.loads(OUT.read_text())["hook"]  # kept from the last --hook
     OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("gate", "chosen", "ranking")}, indent=2))
+    shown = ("gate", "chosen", "ranking", "separability_all_queries_out_of_fold")
+    print(json.dumps({k: result[k] for k in shown}, indent=2))
     for name, row in result["simple_gates"].items():
         print(f"{name:45} " + "  ".join(f"{s} {row[s]}" for s in ("dev", "test")))
     for row in result["signal_sets"]:

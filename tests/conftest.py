@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,6 +159,18 @@ def distinct_lessons(count: int, offset: int = 0) -> list[dict[str, object]]:
         )
         for subject, action in pairs
     ]
+
+
+def serve_warm(settings: Settings) -> None:
+    """A shared service for `settings`' data directory, started as a window starts it and
+    warm (a first recall answered), as after a first session."""
+    from mtl_mcp.operations.service import request
+
+    mtl_mcp = str(Path(sys.executable).with_name("mtl-mcp"))
+    env = {**os.environ, "MTL_MCP_HOME": str(settings.home)}
+    subprocess.run([mtl_mcp, "serve"], stdin=subprocess.DEVNULL, env=env, check=True, timeout=60)
+    reply = request(settings, "call", method="recall", params={"plan": "warm up"}, timeout=60)
+    assert reply and reply["ok"], reply
 
 
 # A plan one starter-pack lesson fits plainly ("Make flaky tests deterministic before

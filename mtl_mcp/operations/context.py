@@ -1,5 +1,7 @@
 """The session-start context: a few insights, precomputed so a hook can print them without
-loading LanceDB or the model.
+loading LanceDB or the model. For a project with a plan in the ledger they are what the
+relevance gate passes for that plan (`write_project_context`); what is put before a model
+unasked must fit it.
 
 Three sources, the first that exists wins:
 

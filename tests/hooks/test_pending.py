@@ -22,7 +22,7 @@ from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import RecallOrigin
 from mtl_mcp.server.calls import ServiceMemory
-from tests.conftest import FLAKY_LESSON, FLAKY_PLAN
+from tests.conftest import FLAKY_LESSON, FLAKY_PLAN, serve_warm
 
 pytestmark = pytest.mark.slow
 
@@ -180,11 +180,9 @@ def service(settings: Settings) -> Service:
     memory = Memory(settings)
     memory.seed()
     memory.close()
-    env = {**os.environ, "MTL_MCP_HOME": str(settings.home)}
-    subprocess.run([MTL_MCP, "serve"], stdin=subprocess.DEVNULL, env=env, check=True, timeout=60)
-    reply = request(settings, "call", method="recall", params={"plan": "warm up"}, timeout=60)
+    serve_warm(settings)
     status = request(settings, "status")
-    assert reply and reply["ok"] and status
+    assert status
     return Service(load_settings(settings.home), int(status["pid"]))
 
 

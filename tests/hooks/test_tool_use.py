@@ -22,7 +22,7 @@ from mtl_mcp.index.gate import unasked
 from mtl_mcp.operations.service import request
 from mtl_mcp.schemas import RecallOrigin
 from mtl_mcp.server.calls import ServiceMemory
-from tests.conftest import FLAKY_PLAN, LEAKED, distinct_lessons
+from tests.conftest import FLAKY_PLAN, LEAKED, distinct_lessons, serve_warm
 
 pytestmark = pytest.mark.slow
 
@@ -112,15 +112,7 @@ def warm(settings: Settings) -> Settings:
     memory = Memory(settings)
     memory.record(distinct_lessons(40, offset=40))  # flaky tests, shell scripts, API responses, ...
     memory.close()
-    subprocess.run(
-        [MTL_MCP, "serve"],
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "MTL_MCP_HOME": str(settings.home)},
-        check=True,
-        timeout=60,
-    )
-    reply = request(settings, "call", method="recall", params={"plan": "warm up"}, timeout=60)
-    assert reply and reply["ok"]
+    serve_warm(settings)
     return settings
 
 
@@ -337,15 +329,7 @@ def test_the_hook_injects_what_the_relevance_gate_passes_as_in_process_memory_do
         memory.close()
     assert expected == unasked(top, gated.auto_recall_min_p)
     assert any(h.p is not None and h.p < gated.auto_recall_min_p for h in top)  # one fails
-    subprocess.run(
-        [MTL_MCP, "serve"],
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "MTL_MCP_HOME": str(settings.home)},
-        check=True,
-        timeout=60,
-    )
-    reply = request(gated, "call", method="recall", params={"plan": "warm up"}, timeout=60)
-    assert reply and reply["ok"]
+    serve_warm(gated)
     session = Session(gated, tmp_path)
     session.prompt("The suite fails now and then on CI; fix it.")
     session.say(FLAKY_PLAN)
