@@ -16,6 +16,9 @@ from mtl_mcp.errors import ConfigError
 DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
 DEFAULT_DISTILL_MODEL = "claude-haiku-5-5"
 HOME_ENV = "MTL_MCP_HOME"
+# The relevance gate's threshold for what is put before a model unasked: the one
+# `bench/relevance_floor.py --fit` chooses on the dev split (a test checks they agree).
+AUTO_RECALL_MIN_P = 0.45
 
 # Where distillation's model calls go: `auto` decides per session (README, "Which model
 # distils your sessions"); `off` distils nothing and leaves every job queued.
@@ -65,9 +68,11 @@ class Settings:
     # Plan-triggered recall (the tool-use hook): on or off, and how long the hook may take.
     plan_recall: bool = field(default=True, metadata={"env": "MTL_MCP_PLAN_RECALL"})
     # The relevance gate's probability a note must reach to be put before a model unasked
-    # (the plan hook, the session-start context): chosen on the dev split by
-    # bench/relevance_floor.py. A recall the model asks for keeps its top k.
-    auto_recall_min_p: float = field(default=0.5, metadata={"env": "MTL_MCP_AUTO_RECALL_MIN_P"})
+    # (the plan hook, the session-start context; one note a plan at most): chosen on the dev
+    # split by bench/relevance_floor.py. A recall the model asks for keeps its top k.
+    auto_recall_min_p: float = field(
+        default=AUTO_RECALL_MIN_P, metadata={"env": "MTL_MCP_AUTO_RECALL_MIN_P"}
+    )
     # 0.8 s of the hook's own work: with the process start, it stays under a second.
     hook_budget_seconds: float = field(default=0.8, metadata={"env": "MTL_MCP_HOOK_BUDGET_SECONDS"})
     # An OpenAI-compatible chat-completions endpoint (Ollama, LM Studio, llama.cpp, vLLM, a
@@ -126,7 +131,8 @@ class Settings:
         if not 0.0 <= self.auto_recall_min_p <= 1.0:
             raise ConfigError(
                 f"auto_recall_min_p {self.auto_recall_min_p} is out of range: a probability "
-                "between 0 and 1 (default 0.5; 1 puts nothing before a model unasked)"
+                f"between 0 and 1 (default {AUTO_RECALL_MIN_P}; 1 puts nothing before a model "
+                "unasked)"
             )
         if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
             raise ConfigError(
@@ -265,8 +271,9 @@ def _retired_floor(config_file: Path, in_file: Any) -> None:
             logging.getLogger(__name__).warning(
                 "%s is ignored: the cosine floor is gone; what is put before a model unasked "
                 "now needs the relevance gate's probability MTL_MCP_AUTO_RECALL_MIN_P "
-                "(auto_recall_min_p, default 0.5). Remove %s.",
+                "(auto_recall_min_p, default %s). Remove %s.",
                 place,
+                AUTO_RECALL_MIN_P,
                 place.split(" in ")[0],
             )
 

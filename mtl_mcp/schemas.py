@@ -221,7 +221,7 @@ class RecallHit(BaseModel):
         default=None,
         description=(
             "The relevance gate's probability that this insight helps the plan. What is put "
-            "before a model unasked must reach MTL_MCP_AUTO_RECALL_MIN_P."
+            "before a model unasked must reach MTL_MCP_AUTO_RECALL_MIN_P (one note a plan)."
         ),
     )
     source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
@@ -334,9 +334,13 @@ class RecallPreview(BaseModel):
     method: str
     seconds: float = Field(description="How long the recall itself took.")
     min_p: float = Field(
-        default=0.5,
-        description="The relevance gate's threshold: a hit with p at least this is put before a "
-        "model unasked (MTL_MCP_AUTO_RECALL_MIN_P).",
+        description="The relevance gate's threshold (MTL_MCP_AUTO_RECALL_MIN_P): of a plan's "
+        "top 3, the most probable hit with p at least this is put before a model unasked.",
+    )
+    unasked: list[str] = Field(
+        default_factory=list,
+        description="The ids of the hits the plan hook would put before a model unasked for "
+        "this plan (of the top 3, with no note shown yet).",
     )
 
 

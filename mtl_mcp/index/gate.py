@@ -122,10 +122,25 @@ def hit_signals(
 H = TypeVar("H", bound=RecallHit)
 
 
+UNASKED_TOP_K = 3  # the plan hook chooses among its plan's top 3 (the paper's k)
+UNASKED_PER_PLAN = 1  # notes put before a model unasked for one plan, at most
+
+
+def unasked_positions(chances: Sequence[float | None], min_p: float) -> list[int]:
+    """Which of a plan's hits (their gate probabilities, in rank order) may be put before a
+    model unasked: the UNASKED_PER_PLAN most probable that reach `min_p`, in rank order.
+
+    One note a plan, not every one that passes: on the dev split a plan's most probable
+    note is relevant far more often than the others that pass beside it, and a second note
+    allowed when close to the first did no better (`bench/relevance_floor.py`;
+    docs/retrieval.md, "The relevance gate")."""
+    passing = [(-c, n) for n, c in enumerate(chances) if c is not None and c >= min_p]
+    return sorted(n for _, n in sorted(passing)[:UNASKED_PER_PLAN])
+
+
 def unasked(hits: Sequence[H], min_p: float) -> list[H]:
-    """The hits that may be put before a model unasked: a gate probability of `min_p` or
-    more, in their order."""
-    return [hit for hit in hits if hit.p is not None and hit.p >= min_p]
+    """The hits of one plan that may be put before a model unasked (`unasked_positions`)."""
+    return [hits[n] for n in unasked_positions([hit.p for hit in hits], min_p)]
 
 
 def _read(path: Path, where: str) -> Gate:
@@ -189,4 +204,15 @@ class GateFile:
         return True
 
 
-__all__ = ["GATE_FILE", "SIGNALS", "Gate", "GateFile", "hit_signals", "shipped_gate", "unasked"]
+__all__ = [
+    "GATE_FILE",
+    "SIGNALS",
+    "UNASKED_PER_PLAN",
+    "UNASKED_TOP_K",
+    "Gate",
+    "GateFile",
+    "hit_signals",
+    "shipped_gate",
+    "unasked",
+    "unasked_positions",
+]

@@ -15,7 +15,7 @@ import mtl_mcp.memory.loop as loop_reports
 from mtl_mcp.errors import (
     NotFoundError,
 )
-from mtl_mcp.index.gate import unasked
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked
 from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.core import appended_note
 from mtl_mcp.memory.curation import Curation
@@ -46,16 +46,17 @@ class Bookkeeping(Curation):
         self,
         plan: str,
         origin: RecallOrigin,
-        k: int = 3,
+        k: int = UNASKED_TOP_K,
         project: str | None = None,
         min_p: float | None = None,
         exclude_ids: Collection[str] = (),
         on_time: Callable[[], bool] | None = None,
     ) -> builtins.list[RecallHit] | None:
         """A recall put in front of a session's model unasked (the plan-triggered hook): of
-        the top k, those the relevance gate gives at least `min_p` (default: the setting),
-        never an insight the session was given already, by any trigger (the ledger's, and
-        `exclude_ids` the caller knows of: the next best take their place). None when
+        the top k, the one the relevance gate gives the most, if at least `min_p` (default:
+        the setting; `index.gate.unasked`); never an insight the session was given
+        already, by any trigger (the ledger's, and `exclude_ids` the caller knows of: the
+        next best take their place). None when
         `on_time` says the caller has given up meanwhile: then no model sees it and the
         ledger does not record it, but the hits are kept for the session's next try with
         the same plan (a hook that missed its budget while the service warmed), which then

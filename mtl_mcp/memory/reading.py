@@ -20,6 +20,7 @@ from mtl_mcp.errors import (
     NotFoundError,
 )
 from mtl_mcp.index.embedder import Vector
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
 from mtl_mcp.memory.core import MemoryCore
 from mtl_mcp.memory.team import stats_of
@@ -108,14 +109,27 @@ class Reading(MemoryCore):
     ) -> RecallPreview:
         """What `recall` gives for a plan, through the same ranking, and why: each hit's
         dense and keyword parts, the gate's signals, and what session verdicts left out. A
-        preview reaches no model: it counts no recall and the ledger does not record it."""
+        preview reaches no model: it counts no recall and the ledger does not record it.
+        `unasked` is what the plan hook would inject for it, chosen among the top
+        UNASKED_TOP_K whatever `k` is."""
         parts: list[RecallPart] = []
         left: dict[str, str] = {}
         start = time.perf_counter()
+        depth = max(k, UNASKED_TOP_K)
         hits = self._ranked(
-            plan, k, scope, project, domains, min_score, exclude_domains, parts=parts, left_out=left
+            plan,
+            depth,
+            scope,
+            project,
+            domains,
+            min_score,
+            exclude_domains,
+            parts=parts,
+            left_out=left,
         )
         seconds = time.perf_counter() - start
+        chosen = unasked(hits[:UNASKED_TOP_K], self.settings.auto_recall_min_p)
+        hits, parts = hits[:k], parts[:k]
         retired = feedback.keeps_misleading() if (feedback := self.loop.feedback()) else {}
         left_out = []
         for insight, reason in left.items():
@@ -132,6 +146,7 @@ class Reading(MemoryCore):
             method=method,
             seconds=seconds,
             min_p=self.settings.auto_recall_min_p,
+            unasked=[h.id for h in chosen],
         )
 
     def _ranked(

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from mtl_mcp.config import load_settings
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked_positions
 from tests.dashboard.conftest import PLAN, SESSION, Dashboard, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -83,8 +84,11 @@ def test_the_plan_preview_matches_cli_recall(page: Any, dashboard: Dashboard) ->
     assert first[6] != "—"  # the plan's words matched: a BM25 part
     shown = table.locator("td.shown").all_inner_texts()
     min_p = load_settings(dashboard.home).auto_recall_min_p
+    # What the plan hook would inject: the most probable of the top 3, if it passes.
+    chosen = unasked_positions([hit["p"] for hit in cli["results"][:UNASKED_TOP_K]], min_p)
     assert shown == [
-        f"{'yes' if hit['p'] >= min_p else 'no'}, p = {hit['p']:.2f}" for hit in cli["results"]
+        f"{'yes' if n in chosen else 'no'}, p = {hit['p']:.2f}"
+        for n, hit in enumerate(cli["results"])
     ]
     notes = page.locator("#notes").inner_text()
     assert all(hit["id"] in notes for hit in cli["results"])

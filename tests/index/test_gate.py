@@ -11,9 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mtl_mcp.config import load_settings
+from mtl_mcp.config import AUTO_RECALL_MIN_P, load_settings
 from mtl_mcp.errors import ConfigError
-from mtl_mcp.index.gate import GATE_FILE, Gate, GateFile, hit_signals, shipped_gate, unasked
+from mtl_mcp.index.gate import (
+    GATE_FILE,
+    Gate,
+    GateFile,
+    hit_signals,
+    shipped_gate,
+    unasked,
+    unasked_positions,
+)
 from mtl_mcp.schemas import RecallHit
 
 
@@ -57,7 +65,7 @@ def test_a_damaged_tuned_gate_says_how_to_go_back(tmp_path: Path, text: str) -> 
         GateFile(tmp_path).current()
 
 
-def test_only_hits_reaching_the_threshold_go_out_unasked() -> None:
+def test_only_the_most_probable_hit_reaching_the_threshold_goes_out_unasked() -> None:
     base = {
         "title": "t",
         "description": "d",
@@ -74,18 +82,21 @@ def test_only_hits_reaching_the_threshold_go_out_unasked() -> None:
         for n, p in enumerate([0.9, 0.2, 0.5])
     ]
     hits.append(RecallHit.model_validate({**base, "id": "3"}))  # no p (the session-start kind)
-    assert [h.id for h in unasked(hits, 0.5)] == ["0", "2"]
-    assert unasked(hits, 1.0) == [] and len(unasked(hits, 0.0)) == 3
+    assert [h.id for h in unasked(hits, 0.5)] == ["0"]  # one note a plan: the most probable
+    assert unasked(hits, 1.0) == [] and [h.id for h in unasked(hits, 0.0)] == ["0"]
+    assert [h.id for h in unasked(hits[1:], 0.5)] == ["2"]  # not the first, when it fails
+    assert unasked_positions([0.5, 0.7, 0.7], 0.45) == [1]  # a tie: the better ranked
+    assert unasked_positions([0.3, 0.6, 0.55], 0.5) == [1]
 
 
 def test_the_cosine_floor_of_0_3_is_ignored_with_a_warning_naming_its_successor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv("MTL_MCP_PLAN_RECALL_FLOOR", "0.45")
-    (tmp_path / "config.toml").write_text("plan_recall_floor = 0.45\n")
+    monkeypatch.setenv("MTL_MCP_PLAN_RECALL_FLOOR", "0.3")
+    (tmp_path / "config.toml").write_text("plan_recall_floor = 0.3\n")
     with caplog.at_level(logging.WARNING):
         settings = load_settings(tmp_path)
-    assert settings.auto_recall_min_p == 0.5
+    assert settings.auto_recall_min_p == AUTO_RECALL_MIN_P
     warned = caplog.text
     assert (
         "MTL_MCP_PLAN_RECALL_FLOOR is ignored" in warned and "MTL_MCP_AUTO_RECALL_MIN_P" in warned

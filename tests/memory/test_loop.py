@@ -4,6 +4,7 @@ given, verdicts with their plans, and feedback that leaves misleading lessons ou
 from __future__ import annotations
 
 from mtl_mcp import Memory
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.schemas import RecallOrigin, VerdictEntry
 from tests.conftest import distinct_lessons, lesson
@@ -27,7 +28,7 @@ def test_a_recall_with_an_origin_is_recorded_and_makes_the_sessions_given(store:
     origin = RecallOrigin(session_id="s1", client="claude-code", trigger="tool")
     first = store.recall(DATES, origin=origin)
     hook = RecallOrigin(session_id="s1", trigger="hook")
-    second = store.recall_for_session(SHELL, hook, min_p=0.0)  # every note, gate or not
+    second = store.recall_for_session(SHELL, hook, min_p=0.0)  # its note, gate or not
     assert second is not None and not {h.id for h in first} & {h.id for h in second}
     assert store.loop.shown("s1") == {h.id for h in first + second}  # before any flush
     store.flush()
@@ -148,7 +149,8 @@ def test_a_recall_its_hook_gave_up_on_goes_out_at_the_next_try_unless_shown_sinc
     [better] = store.record([lesson(DATES.split(",")[0], DATES)])
     assert store.recall(DATES, k=1)[0].id == better.id
     kept = store.recall_for_session(DATES, hook, min_p=0.0)
-    assert kept is not None and [h.id for h in kept] == [h.id for h in late]
+    assert kept is not None and [h.id for h in kept] == [h.id for h in unasked(late, 0.0)]
+    assert better.id not in {h.id for h in kept}
     after = store.recall_for_session(DATES, hook, min_p=0.0)  # kept once: the next best now
     assert after is not None and not {h.id for h in after} & {h.id for h in kept}
 
