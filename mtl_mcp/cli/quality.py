@@ -305,7 +305,7 @@ def tune_gate(dry_run: bool, reset: bool, yes: bool, as_json: bool) -> None:
     50), the current fit as the prior; shows its precision on held-out sessions before and
     after, and applies it only if you say so."""
     from mtl_mcp.index.gate import GateFile
-    from mtl_mcp.quality.gate_fit import MIN_JUDGED, tune
+    from mtl_mcp.quality.gate_fit import MIN_GAIN_Z, MIN_JUDGED, tune
 
     config = settings()
     gate = GateFile(config.home)
@@ -330,8 +330,10 @@ def tune_gate(dry_run: bool, reset: bool, yes: bool, as_json: bool) -> None:
         )
     if not report.better:
         click.echo(
-            "the refit does not predict held-out sessions better than the current fit, or "
-            "is less precise there: nothing changed"
+            "the refit does not predict held-out sessions surely better than the current fit"
+            f" (gain {report.gain_z} standard errors; it needs {MIN_GAIN_Z}), or is less "
+            "precise there: nothing changed",
+            err=True,  # stdout is the report (--json)
         )
         return
     if dry_run:
@@ -360,6 +362,8 @@ def _echo_tuning(report: TuneReport) -> None:
             f"{figures['helped_kept']:>12.3f} {figures['log_loss']:>9.4f}  "
             f"intercept {gate.intercept:.2f}, {weights} ({gate.source})"
         )
+    if report.gain_z is not None:
+        click.echo(f"the refit's held-out gain in log loss: {report.gain_z} standard errors")
 
 
 COMMANDS = [eval_, map_, tune]

@@ -20,6 +20,7 @@ from mtl_mcp.quality.gate_fit import (
     figures,
     fit_logistic,
     fit_shipped,
+    gate_keeps,
     labelled_hits,
     tune,
 )
@@ -83,19 +84,22 @@ def test_tuning_on_a_noisy_judges_dev_verdicts_never_makes_test_notes_less_preci
     """From the shipped fit, `tune` on the dev split's top 3 judged by a judge wrong 10% of
     the time (as session verdicts, each query a session), for 20 draws of the judge: the
     gate in effect afterwards (the refit when it earns its place, else the shipped fit)
-    shows test notes at least as precise as the shipped fit's, and at least one draw's refit
-    is applied and lifts them."""
+    shows test notes (one a plan, as the hook shows them) at least as precise as the shipped
+    fit's. The shipped fit was fitted on these very plans, so a refit can only learn the
+    judge's noise: none earns its place, though refits that would have lowered test
+    precision are among them (a gain in held-out log loss alone let 2 through, one of them
+    down from 0.65 to 0.60). Tuning that does learn: `test_tune_gate.py`."""
     evalset, hits = evaluated
     dev = [h for h in hits if h.split == "dev"]
     test = [h for h in hits if h.split == "test"]
     x = np.array([h.signals for h in test])
     min_p = evalset.memory.settings.auto_recall_min_p
 
-    def precision(gate: Gate) -> float:
-        return figures(test, list(gate.probabilities(x) >= min_p))["precision"]
+    def precision(gate: Gate) -> float:  # of the notes the hook would show: one a plan
+        return figures(test, gate_keeps(test, gate.probabilities(x), min_p))["precision"]
 
     shipped = precision(shipped_gate())
-    lifted = 0
+    worse = 0
     for seed in range(SEEDS):
         judge = random.Random(seed)
         judged = [
@@ -108,5 +112,6 @@ def test_tuning_on_a_noisy_judges_dev_verdicts_never_makes_test_notes_less_preci
         assert report.after is not None and report.judged == len(dev)
         in_effect = report.after if report.better else report.before
         assert precision(in_effect) >= shipped, (seed, report)
-        lifted += precision(in_effect) > shipped
-    assert lifted >= 1
+        assert report.gain_z is not None and not report.better, (seed, report)
+        worse += precision(report.after) < shipped
+    assert worse  # the draws include refits that would have hurt
