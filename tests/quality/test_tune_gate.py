@@ -17,8 +17,8 @@ from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
 from mtl_mcp.index.gate import GATE_FILE, shipped_gate
 from mtl_mcp.operations.service import stop_services
-from mtl_mcp.quality.gate_fit import MIN_GAIN_Z
 from mtl_mcp.quality.evaluation import load_pool, load_queries, shipped_set
+from mtl_mcp.quality.gate_fit import MIN_GAIN_Z
 from mtl_mcp.schemas import VerdictEntry
 
 pytestmark = pytest.mark.slow
