@@ -50,6 +50,8 @@ from mtl_mcp.quality.evaluation import (
 from mtl_mcp.quality.gate_fit import (
     L2_GRID,
     Labelled,
+    ShippedFit,
+    choose_threshold,
     figures,
     fit_logistic,
     fit_shipped,
@@ -320,6 +322,15 @@ def hook_path(queries: Sequence[EvalQuery], pool: Sequence[Any]) -> dict[str, An
     return result
 
 
+def _every_note(fit: ShippedFit) -> dict[str, Any]:
+    min_p = choose_threshold(fit.dev_curve_every)
+    return {
+        "min_p": min_p,
+        "dev_out_of_fold": next(p for p in fit.dev_curve_every if p["min_p"] == min_p),
+        "test": next(p for p in fit.test_curve_every if p["min_p"] == min_p),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", action="store_true", help="Refit the shipped gate on dev.")
@@ -347,12 +358,19 @@ def main() -> None:
         "signal_sets": signal_sets(hits),
         "chosen": {
             "min_p": fit.min_p,
-            "why": "the lowest threshold whose out-of-fold dev notes reach precision 0.75 with"
-            " half of the plans getting one",
+            "why": "the lowest threshold whose out-of-fold dev notes (one a plan at most, the"
+            " most probable) reach precision 0.75 with half of the plans getting one",
             "dev_out_of_fold": chosen_dev,
             "test": chosen_test,
         },
         "gate_curve": {"dev_out_of_fold": fit.dev_curve, "test": fit.test_curve},
+        # The same gate letting every note that reaches the threshold through (as first
+        # built), its threshold chosen on dev by the same rule: what one note a plan adds.
+        "gate_curve_every_note": {
+            "dev_out_of_fold": fit.dev_curve_every,
+            "test": fit.test_curve_every,
+        },
+        "every_note": _every_note(fit),
         "simple_gates": simple_gates(hits),
         "floor_curve": floor_curve(hits),
         "ranking": ranking_quality(),
