@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -401,17 +402,191 @@ def hooks() -> str:
     return table(["what", "measured", "target"], rows)
 
 
-def relevance_floor() -> str:
+def _gate_row(name: str, dev: dict[str, Any], test: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        num(dev["precision"], 2),
+        pct(dev["plans_with_a_note"]),
+        num(test["precision"], 2),
+        pct(test["plans_with_a_note"]),
+    ]
+
+
+def relevance_gate() -> str:
+    """The gate against 0.3's floor and the simple gates, dev and test (docs/retrieval.md)."""
     run = result("relevance_floor")
-    floor = run["chosen"]["floor"]
-    dev = next(row for row in run["dev"] if row["floor"] == floor)
-    test, lowest = run["chosen"]["test"], run["test"][0]
+    chosen = run["chosen"]
+    every = run["every_note"]
+    rows = [
+        _gate_row(
+            f"**relevance gate, p >= {chosen['min_p']:.2f}, one note a plan** (dev: out-of-fold)",
+            chosen["dev_out_of_fold"],
+            chosen["test"],
+        ),
+        _gate_row(
+            f"the same gate, every note with p >= {every['min_p']:.2f} (its own dev choice)",
+            every["dev_out_of_fold"],
+            every["test"],
+        ),
+    ]
+    rows += [
+        _gate_row(name, split["dev"], split["test"]) for name, split in run["simple_gates"].items()
+    ]
+    if hook := run.get("hook"):
+        dev, test = hook["dev"], hook["test"]
+        rows.append(
+            _gate_row(
+                f"relevance gate through `mtl-mcp hook tool-use`, the shipped fit"
+                f" ({test['relevant_notes']} of {test['notes']} test notes relevant)",
+                dev,
+                test,
+            )
+        )
+    head = ["gate (top 3)", "dev precision", "dev plans with a note", "test precision"]
+    return table([*head, "test plans with a note"], rows)
+
+
+def relevance_curve() -> str:
+    """The gate's precision/coverage at each threshold (docs/retrieval.md)."""
+    run = result("relevance_floor")
+    dev, test = run["gate_curve"]["dev_out_of_fold"], run["gate_curve"]["test"]
+    every = run["gate_curve_every_note"]["test"]
+
+    def threshold(point: dict[str, Any]) -> str:
+        shown = f"{point['min_p']:.2f}"
+        return f"**{shown}**" if point["min_p"] == run["chosen"]["min_p"] else shown
+
+    rows = [
+        [
+            threshold(a),
+            num(a["precision"], 2),
+            pct(a["plans_with_a_note"]),
+            num(b["precision"], 2),
+            pct(b["plans_with_a_note"]),
+            f"{num(c['precision'], 2)} ({num(c['notes_per_plan'], 2)} a plan)",
+        ]
+        for a, b, c in zip(dev, test, every, strict=True)
+        if 0.2 <= a["min_p"] <= 0.8
+    ]
+    head = ["p >=", "dev precision", "dev plans with a note", "test precision"]
+    return table([*head, "test plans with a note", "test, every note that passes"], rows)
+
+
+def relevance_floor_curve() -> str:
+    """0.3's cosine floor at each floor, dev and test (docs/retrieval.md)."""
+    run = result("relevance_floor")["floor_curve"]
+    rows = [
+        [
+            num(a["floor"], 3),
+            num(a["precision"], 2),
+            pct(a["plans_with_a_note"]),
+            num(b["precision"], 2),
+            pct(b["plans_with_a_note"]),
+        ]
+        for a, b in zip(run["dev"], run["test"], strict=True)
+        if round(a["floor"] * 1000) % 50 == 0  # every 0.05: 0.025 steps are too fine to read
+    ]
+    head = ["cosine >=", "dev precision", "dev plans with a note", "test precision"]
+    return table([*head, "test plans with a note"], rows)
+
+
+def relevance_search() -> str:
+    """Each family of signals tried, chosen on dev, test once, and its ceiling."""
+    run = result("gate_search")
+
+    def point(found: dict[str, Any]) -> str:
+        return f"{num(found['precision'], 2)} / {pct(found['plans_with_a_note'])}"
+
+    rows = []
+    for name, found in run["families"].items():
+        best = found["ceiling_on_test"]["best_with_half_the_plans"][found["chosen_rule"]]
+        rows.append(
+            [
+                name,
+                num(found["dev_log_loss"], 3),
+                f"{found['chosen_rule']}, p >= {found['min_p']:.2f}",
+                point(found["dev"]),
+                point(found["test"]),
+                num(found["test_auc"], 2),
+                num(best["precision"], 2) if best else "-",
+            ]
+        )
+    head = ["signals", "dev log loss", "dev's choice", "dev precision / plans", "test"]
+    return table([*head, "test AUC", "ceiling: fitted on test"], rows)
+
+
+def relevance_signals() -> str:
+    """Out-of-fold dev log loss of each signal set tried (docs/retrieval.md)."""
+    rows = [
+        [
+            " + ".join(f"`{n}`" if n in ("similarity_z", "keyword") else n for n in row["signals"]),
+            num(row["log_loss"], 3),
+        ]
+        for row in result("relevance_floor")["signal_sets"]
+    ]
+    return table(["signals", "dev log loss, out-of-fold"], rows)
+
+
+def relevance_one_note() -> str:
+    """What one note a plan does on dev, each rule at its own dev threshold."""
+    run = result("relevance_floor")
+    one, every = run["chosen"], run["every_note"]
+    a, b = every["dev_out_of_fold"], one["dev_out_of_fold"]
     return (
-        f"on dev {num(dev['precision'], 2)} precision, {pct(dev['relevant_kept'])} of relevant"
-        f" notes kept; on the test split {num(test['precision'], 2)} and"
-        f" {pct(test['relevant_kept'])}, with {pct(test['plans_with_a_note'])} of plans getting at"
-        f" least one note (at a floor of {lowest['floor']}, every plan got"
-        f" {num(lowest['notes_per_plan'])}, at {num(lowest['precision'], 2)} precision)"
+        f"on dev (out-of-fold, each rule at the threshold dev chooses for it) every note that"
+        f" passes is {num(a['precision'], 2)} precise with {pct(a['plans_with_a_note'])} of"
+        f" plans getting one, the most probable note alone {num(b['precision'], 2)} with"
+        f" {pct(b['plans_with_a_note'])}; on test {num(every['test']['precision'], 2)} and"
+        f" {num(one['test']['precision'], 2)}"
+    )
+
+
+def relevance_ceiling() -> str:
+    """The best any fit on the test split itself finds (docs/retrieval.md)."""
+    families = result("gate_search")["families"]
+
+    def best(name: str) -> str:
+        found = families[name]["ceiling_on_test"]["best_with_half_the_plans"]["one note a plan"]
+        return f"{num(found['precision'], 2)} ({found['notes']} notes)"
+
+    shipped, everything = families["the shipped signals"], families["everything"]
+    return (
+        "Fitted on the test split itself (in-sample, the most generous penalty and threshold"
+        f" for it), the shipped two signals show at best {best('the shipped signals')} precise"
+        f" notes with half of the plans getting one; all {len(everything['signals'])} signals"
+        f" together {best('everything')}, with a test AUC of"
+        f" {num(everything['ceiling_on_test']['auc'], 2)} against"
+        f" {num(shipped['ceiling_on_test']['auc'], 2)}"
+    )
+
+
+def relevance_plans() -> str:
+    plans = result("gate_search")["test_plans"]
+    half = plans["plans"] // 2
+    return (
+        f"Of the {plans['plans']} test plans, {plans['with_a_relevant_top_3_note']} have a"
+        f" relevant note in their top 3 and {plans['rank_1_relevant']} a relevant first one:"
+        f" to give {half} plans one note at 0.75 precision, the gate must pick a relevant"
+        f" note for {math.ceil(0.75 * half)} of them, with signals whose AUC on test is ~0.7"
+    )
+
+
+def relevance_separability() -> str:
+    found = result("relevance_floor")["separability_all_queries_out_of_fold"]
+    return f"AUC {num(found['test_auc'], 2)} (dev: {num(found['dev_auc'], 2)})"
+
+
+def relevance_chosen() -> str:
+    """One sentence on the chosen point (docs/learning.md)."""
+    run = result("relevance_floor")
+    chosen, floor = run["chosen"], run["simple_gates"]["cosine >= 0.40 (0.3's floor)"]
+    test, dev = chosen["test"], chosen["dev_out_of_fold"]
+    return (
+        f"at p >= {chosen['min_p']:.2f}, chosen on the dev split ({num(dev['precision'], 2)}"
+        f" precision out-of-fold, {pct(dev['plans_with_a_note'])} of plans getting a note), the"
+        f" test split's notes are {num(test['precision'], 2)} precise and"
+        f" {pct(test['plans_with_a_note'])} of its plans get one; 0.3's cosine floor gave"
+        f" {num(floor['test']['precision'], 2)} and {pct(floor['test']['plans_with_a_note'])}"
     )
 
 
@@ -558,7 +733,7 @@ def tool_output() -> str:
     shapes = [
         ("before: every field as JSON, no framing", "full JSON"),
         ("text only (no structured content: no ids or scores for programs)", "text only"),
-        ('**now**: `{"notes": ..., "results": [{"id", "score"}]}`', "notes + ids"),
+        ('**now**: `{"notes": ..., "results": [{"id", "score", "p"}]}`', "notes + ids"),
     ]
     rows = []
     for label, key in shapes:
@@ -648,7 +823,16 @@ FIGURES: dict[str, Callable[[], str]] = {
     "retrieval-methods": retrieval_methods,
     "feedback": feedback,
     "hooks": hooks,
-    "relevance-floor": relevance_floor,
+    "relevance-gate": relevance_gate,
+    "relevance-curve": relevance_curve,
+    "relevance-floor-curve": relevance_floor_curve,
+    "relevance-search": relevance_search,
+    "relevance-chosen": relevance_chosen,
+    "relevance-signals": relevance_signals,
+    "relevance-separability": relevance_separability,
+    "relevance-one-note": relevance_one_note,
+    "relevance-ceiling": relevance_ceiling,
+    "relevance-plans": relevance_plans,
     "local-model": local_model,
     "tool-output": tool_output,
     "team": team,

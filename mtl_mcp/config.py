@@ -19,6 +19,9 @@ from mtl_mcp.errors import ConfigError
 DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
 DEFAULT_DISTILL_MODEL = "claude-haiku-5-5"
 HOME_ENV = "MTL_MCP_HOME"
+# The relevance gate's threshold for what is put before a model unasked: the one
+# `bench/relevance_floor.py --fit` chooses on the dev split (a test checks they agree).
+AUTO_RECALL_MIN_P = 0.45
 
 # Where distillation's model calls go: `auto` decides per session (README, "Which model
 # distils your sessions"); `off` distils nothing and leaves every job queued.
@@ -65,10 +68,14 @@ class Settings:
     codex_command: str = field(default="codex", metadata={"env": "MTL_MCP_CODEX_COMMAND"})
     codex_model: str = field(default="gpt-6-luna", metadata={"env": "MTL_MCP_CODEX_MODEL"})
     cli_timeout: float = field(default=180.0, metadata={"env": "MTL_MCP_CLI_TIMEOUT"})
-    # Plan-triggered recall (the tool-use hook): on or off, the relevance floor a note must
-    # reach (bench/relevance_floor.py chose it), and how long the hook may take.
+    # Plan-triggered recall (the tool-use hook): on or off, and how long the hook may take.
     plan_recall: bool = field(default=True, metadata={"env": "MTL_MCP_PLAN_RECALL"})
-    plan_recall_floor: float = field(default=0.40, metadata={"env": "MTL_MCP_PLAN_RECALL_FLOOR"})
+    # The relevance gate's probability a note must reach to be put before a model unasked
+    # (the plan hook, the session-start context; one note a plan at most): chosen on the dev
+    # split by bench/relevance_floor.py. A recall the model asks for keeps its top k.
+    auto_recall_min_p: float = field(
+        default=AUTO_RECALL_MIN_P, metadata={"env": "MTL_MCP_AUTO_RECALL_MIN_P"}
+    )
     # 0.8 s of the hook's own work: with the process start, it stays under a second.
     hook_budget_seconds: float = field(default=0.8, metadata={"env": "MTL_MCP_HOOK_BUDGET_SECONDS"})
     # An OpenAI-compatible chat-completions endpoint (Ollama, LM Studio, llama.cpp, vLLM, a
@@ -130,10 +137,11 @@ class Settings:
                 f"hook_budget_seconds {self.hook_budget_seconds} is out of range: a hook may "
                 "take 0.05 to 30 s before it gives up and returns nothing (default 0.8)"
             )
-        if not -1.0 <= self.plan_recall_floor <= 2.0:
+        if not 0.0 <= self.auto_recall_min_p <= 1.0:
             raise ConfigError(
-                f"plan_recall_floor {self.plan_recall_floor} is out of range: a score between "
-                "-1 and 2 (default 0.4)"
+                f"auto_recall_min_p {self.auto_recall_min_p} is out of range: a probability "
+                f"between 0 and 1 (default {AUTO_RECALL_MIN_P}; 1 puts nothing before a model "
+                "unasked)"
             )
         if self.openai_base_url and not self.openai_base_url.startswith(("http://", "https://")):
             raise ConfigError(
@@ -343,6 +351,7 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     known = {f.name: f for f in fields(Settings) if f.name != "home"}
+    _retired_floor(config_file, file_values.pop(RETIRED_FLOOR, None))
     if unknown := set(file_values) - set(known):
         raise ConfigError(
             f"{config_file} has unknown settings {sorted(unknown)}; known: {sorted(known)}"
@@ -367,6 +376,30 @@ def load_settings(home: Path | None = None, **overrides: Any) -> Settings:
         if setting not in origins:
             raise
         raise ConfigError(f"{exc} (set in {origins[setting]})") from None
+
+
+# 0.3's cosine floor for the plan hook, replaced by the relevance gate's probability: a
+# cosine cannot be turned into one, so it is ignored with a warning that names the setting
+# that took its place (an error would stop every hook and window of a working setup).
+RETIRED_FLOOR = "plan_recall_floor"
+RETIRED_FLOOR_ENV = "MTL_MCP_PLAN_RECALL_FLOOR"
+_warned: set[str] = set()
+
+
+def _retired_floor(config_file: Path, in_file: Any) -> None:
+    where = [RETIRED_FLOOR_ENV] if os.environ.get(RETIRED_FLOOR_ENV) else []
+    where += [f"{RETIRED_FLOOR} in {config_file}"] if in_file is not None else []
+    for place in where:
+        if place not in _warned:
+            _warned.add(place)
+            logging.getLogger(__name__).warning(
+                "%s is ignored: the cosine floor is gone; what is put before a model unasked "
+                "now needs the relevance gate's probability MTL_MCP_AUTO_RECALL_MIN_P "
+                "(auto_recall_min_p, default %s). Remove %s.",
+                place,
+                AUTO_RECALL_MIN_P,
+                place.split(" in ")[0],
+            )
 
 
 def _storage_options(config_file: Path, table: Any) -> dict[str, str]:

@@ -217,6 +217,13 @@ class RecallHit(BaseModel):
         )
     )
     similarity: float = Field(description="Cosine similarity between the plan and the insight.")
+    p: float | None = Field(
+        default=None,
+        description=(
+            "The relevance gate's probability that this insight helps the plan. What is put "
+            "before a model unasked must reach MTL_MCP_AUTO_RECALL_MIN_P (one note a plan)."
+        ),
+    )
     source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
 
 
@@ -303,6 +310,10 @@ class RecallPart(BaseModel):
     keyword_score: float | None = Field(description="Its BM25 score for the plan's words.")
     keyword_rank: int | None = Field(description="Its rank by keywords; None if no word matched.")
     fused: float = Field(description="The reciprocal-rank fusion score the results are ordered by.")
+    p: float | None = Field(default=None, description="The relevance gate's probability.")
+    signals: dict[str, float] = Field(
+        default_factory=dict, description="What the gate's probability was computed from."
+    )
 
 
 class LeftOut(BaseModel):
@@ -322,6 +333,15 @@ class RecallPreview(BaseModel):
     left_out: list[LeftOut] = Field(default_factory=list)
     method: str
     seconds: float = Field(description="How long the recall itself took.")
+    min_p: float = Field(
+        description="The relevance gate's threshold (MTL_MCP_AUTO_RECALL_MIN_P): of a plan's "
+        "top 3, the most probable hit with p at least this is put before a model unasked.",
+    )
+    unasked: list[str] = Field(
+        default_factory=list,
+        description="The ids of the hits the plan hook would put before a model unasked for "
+        "this plan (of the top 3, with no note shown yet).",
+    )
 
 
 class InsightHistory(BaseModel):

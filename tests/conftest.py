@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,6 +160,27 @@ def distinct_lessons(count: int, offset: int = 0) -> list[dict[str, object]]:
         for subject, action in pairs
     ]
 
+
+def serve_warm(settings: Settings) -> None:
+    """A shared service for `settings`' data directory, started as a window starts it and
+    warm (a first recall answered), as after a first session."""
+    from mtl_mcp.operations.service import request
+
+    mtl_mcp = str(Path(sys.executable).with_name("mtl-mcp"))
+    env = {**os.environ, "MTL_MCP_HOME": str(settings.home)}
+    subprocess.run([mtl_mcp, "serve"], stdin=subprocess.DEVNULL, env=env, check=True, timeout=60)
+    reply = request(settings, "call", method="recall", params={"plan": "warm up"}, timeout=60)
+    assert reply and reply["ok"], reply
+
+
+# A plan one starter-pack lesson fits plainly ("Make flaky tests deterministic before
+# trusting them", p ~0.99) and the others do not: the relevance gate passes that one only.
+FLAKY_PLAN = (
+    "The suite fails now and then on CI with a timing error. First I will run the flaky test "
+    "in a loop to reproduce it, then find the source of nondeterminism, such as the clock or "
+    "test ordering, and make it deterministic before trusting a green run."
+)
+FLAKY_LESSON = "Make flaky tests deterministic before trusting them"
 
 # A live-looking secret built at run time: it must never reach the API or the store.
 LEAKED = "AKIA" + "QX7ZK2M9R4T6W8Y3"

@@ -102,8 +102,13 @@ async def tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def recall_ids(client: Client, plan: str, **arguments: Any) -> list[str]:
+    return [insight for insight, _ in await recall_answers(client, plan, **arguments)]
+
+
+async def recall_answers(client: Client, plan: str, **arguments: Any) -> list[tuple[str, float]]:
+    """recall_insights' results: each insight's id and relevance gate probability."""
     found = await tool(client, "recall_insights", plan=plan, **arguments)
-    return [r["id"] for r in found["results"]]
+    return [(r["id"], r["p"]) for r in found["results"]]
 
 
 def free_port() -> int:

@@ -1,21 +1,32 @@
-"""CLI commands about retrieval quality: eval (the harness) and map (a picture of the memory).
+"""CLI commands about retrieval quality: eval (the harness), map (a picture of the memory)
+and tune (fitting the relevance gate to your own verdicts).
 
 Registered on the main group by `mtl_mcp.cli`; errors are translated by its group.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from mtl_mcp.cli.app import common, echo_json, json_option, open_memory, settings
+from mtl_mcp.cli.app import (
+    common,
+    confirm_destructive,
+    echo_json,
+    json_option,
+    open_memory,
+    settings,
+)
+from mtl_mcp.index.gate import SIGNALS
 from mtl_mcp.index.methods import DEFAULT_METHOD, METHODS
 
 if TYPE_CHECKING:
     from mtl_mcp.quality.evaluation import EvalResult
     from mtl_mcp.quality.feedback_eval import FeedbackResult
+    from mtl_mcp.quality.gate_fit import TuneReport
 
 FIGURES = ("precision_at_k", "hit_at_k", "mrr", "recall_at_10", "ndcg_at_10")
 
@@ -278,4 +289,81 @@ def map_(out: Path, color_by: Any) -> None:
     click.echo(f"wrote a map of {len(points)} insights to {out}", err=True)
 
 
-COMMANDS = [eval_, map_]
+@click.group()
+def tune() -> None:
+    """Fit parts of recall to your own sessions."""
+
+
+@tune.command(name="gate")
+@common
+@click.option("--dry-run", is_flag=True, help="Report what a refit would do; write nothing.")
+@click.option("--reset", is_flag=True, help="Go back to the fit shipped with mtl-mcp.")
+@click.option("--yes", is_flag=True, help="Apply without asking (needed off a terminal).")
+@json_option
+def tune_gate(dry_run: bool, reset: bool, yes: bool, as_json: bool) -> None:
+    """Refit the relevance gate on your sessions' verdicts ("helped" or "misled", at least
+    50), the current fit as the prior; shows its precision on held-out sessions before and
+    after, and applies it only if you say so."""
+    from mtl_mcp.index.gate import GateFile
+    from mtl_mcp.quality.gate_fit import MIN_GAIN_Z, MIN_JUDGED, tune
+
+    config = settings()
+    gate = GateFile(config.home)
+    if reset:
+        if not gate.path.exists():
+            click.echo("the gate is the shipped fit already: nothing to reset", err=True)
+            return
+        confirm_destructive(yes, f"tune gate --reset deletes the tuned gate {gate.path}")
+        gate.reset()
+        click.echo("the relevance gate is the shipped fit again", err=True)
+        return
+    report = tune(open_memory())
+    if as_json:
+        echo_json({**asdict(report), "better": report.better})
+    else:
+        _echo_tuning(report)
+    if report.after is None:
+        raise click.ClickException(
+            f"{report.judged} judged recalls with a plan; the gate is tuned on {MIN_JUDGED} or "
+            "more, held-out sessions included: nothing changed (sessions judged by the "
+            "distillation worker add them)"
+        )
+    if not report.better:
+        click.echo(
+            "the refit does not predict held-out sessions surely better than the current fit"
+            f" (gain {report.gain_z} standard errors; it needs {MIN_GAIN_Z}), or is less "
+            "precise there: nothing changed",
+            err=True,  # stdout is the report (--json)
+        )
+        return
+    if dry_run:
+        click.echo("--dry-run: nothing written", err=True)
+        return
+    confirm_destructive(yes, f"tune gate writes the refitted gate to {gate.path}")
+    gate.write(report.after)
+    click.echo(f"wrote {gate.path}; `mtl-mcp tune gate --reset` goes back to the shipped fit")
+
+
+def _echo_tuning(report: TuneReport) -> None:
+    click.echo(
+        f"{report.judged} judged recalls of {report.sessions} sessions; each third of the "
+        f"sessions scored by a fit on the others; threshold p >= {report.min_p}"
+    )
+    click.echo(f"{'':6} {'precision':>9} {'notes':>6} {'helped kept':>12} {'log loss':>9}  fit")
+    rows = [("now", report.before, report.before_figures)]
+    if report.after is not None:
+        rows.append(("refit", report.after, report.after_figures))
+    for name, gate, figures in rows:
+        if not figures:
+            continue
+        weights = ", ".join(f"{n} {w:.2f}" for n, w in zip(SIGNALS, gate.weights, strict=True))
+        click.echo(
+            f"{name:6} {figures['precision']:>9.3f} {figures['notes']:>6} "
+            f"{figures['helped_kept']:>12.3f} {figures['log_loss']:>9.4f}  "
+            f"intercept {gate.intercept:.2f}, {weights} ({gate.source})"
+        )
+    if report.gain_z is not None:
+        click.echo(f"the refit's held-out gain in log loss: {report.gain_z} standard errors")
+
+
+COMMANDS = [eval_, map_, tune]

@@ -396,6 +396,8 @@ def refresh(
     config: Any, project_dir: str, session: str | None, client: str | None, shown: str
 ) -> None:
     """Recompute the session-start context of a project (and record what was shown)."""
+    if hasattr(os, "nice"):  # a cache for next time: behind the service warming up meanwhile
+        os.nice(10)
     from mtl_mcp.operations.context import refresh_context
     from mtl_mcp.schemas import RecallOrigin
 

@@ -33,7 +33,7 @@ from mtl_mcp.learning.discovery import memories_of_session, unread
 from mtl_mcp.learning.spool import Job, Spool
 from mtl_mcp.learning.transcripts import Format, missing_conversation
 from mtl_mcp.operations.context import Context, cached_context
-from mtl_mcp.operations.service import request
+from mtl_mcp.operations.service import request, start_in_background
 from mtl_mcp.project import resolve_project
 from mtl_mcp.schemas import validation_problems
 from mtl_mcp.text.frames import neutral
@@ -214,8 +214,14 @@ def session_start(raw: str, settings: Settings) -> str:
     origin = {"session_id": session, "client": client, "trigger": "session-start"}
     context = None
     if settings.service:
-        params = {"project_dir": project_dir, "origin": origin if session else None}
+        params = {
+            "project_dir": project_dir,
+            "origin": origin if session else None,
+            "min_p": settings.auto_recall_min_p,
+        }
         fresh = request(settings, "call", timeout=3.0, method="context", params=params)
+        if fresh is None:  # none runs: start it now, so the first tool call finds it warm
+            start_in_background(settings)
         if fresh and fresh.get("ok"):
             _start_background(settings, [])
             context = Context(str(fresh["result"]["text"]), list(fresh["result"]["ids"]))

@@ -7,16 +7,21 @@ Codex's PostToolUse, Cursor's postToolUse), so it is lean: no heavy import, and 
 state file per session decides in a few milliseconds that there is nothing to do.
 
 Per task (a user prompt; a prompt of a few words continues the one before):
-- once a plan is known (`hooks.plans`), recall once through the warm service, with the
-  relevance floor, never a note the session was already given (by any trigger), and hand
-  the framed notes to the model as hook context;
+- once a plan is known (`hooks.plans`), recall once through the warm service, keep those
+  of the top 3 whose relevance gate probability reaches `auto_recall_min_p`, never a note
+  the session was already given (by any trigger), and hand the framed notes to the model
+  as hook context;
 - not when the model called `recall_insights` itself for this task, nor for a task whose
   first tool calls state no plan;
 - after REPLAN_AFTER failed tool calls the model usually re-plans: what it says next may
   trigger one more recall (at most MAX_REPLANS a task).
 
 It never blocks the assistant: past `hook_budget_seconds` it returns nothing and logs
-why; with no service running it starts one in the background and recalls at a later call.
+why; with no service running it starts one in the background. Either way the plan is kept
+(`SessionState.waiting`) and its notes go out once, at the next tool call of the same task
+(the service keeps a recall it finished after the hook gave up, so that call gets it at
+once). The session-start hook starts the service, so a session's first tool call seldom
+finds it cold.
 """
 
 from __future__ import annotations
@@ -241,7 +246,9 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         if state.done and state.failures >= REPLAN_AFTER and state.replans < MAX_REPLANS:
             state.done, state.failures = False, 0
             state.replans += 1
-        return ""
+        if state.done or state.waiting is None:
+            return ""
+        return _deliver(call, state, state.waiting, settings, started)  # a plan waits: now
     if state.done:
         return ""  # the common case: nothing to do until the next task
     if call.tool.endswith(RECALL_TOOL):  # mcp__mtl-mcp__, mcp_mtl-mcp_, mtl-mcp-, mtl-mcp_
@@ -269,11 +276,20 @@ def _decide(call: ToolCall, state: SessionState, settings: Settings, started: fl
         if state.calls >= PLAN_CALLS:
             state.done = True
         return ""
+    return _deliver(call, state, plan, settings, started)
+
+
+def _deliver(
+    call: ToolCall, state: SessionState, plan: str, settings: Settings, started: float
+) -> str:
+    """The notes for `plan`, and the state that says so; "" with the plan kept waiting
+    when the service does not answer in time (the next tool call of the task tries again)."""
     answer = _recall(call, plan[-PLAN_MAX_CHARS:], state.shown, settings, started)
     if answer is None:  # no service yet, or past the budget: the next call tries again
-        from mtl_mcp.text.redact import redact  # only here: the common path stays lean
+        if plan != state.waiting:
+            from mtl_mcp.text.redact import redact  # only here: the common path stays lean
 
-        state.waiting = redact(plan)  # kept on disk for days, as the ledger keeps plans
+            state.waiting = redact(plan)  # kept on disk for days, as the ledger keeps plans
         return ""
     notes, ids = answer
     state.done, state.failures, state.waiting = True, 0, None
@@ -316,7 +332,7 @@ def _recall(
     call: ToolCall, plan: str, shown: list[str], settings: Settings, started: float
 ) -> tuple[str, list[str]] | None:
     """The framed notes for `plan` from the service, and their ids ("" and none when no
-    note passes the floor); None when there is no answer within the budget. The service
+    note passes the relevance gate); None when there is no answer within the budget. The service
     records the recall in the ledger only if it answers in time for the hook to use it."""
     left = settings.hook_budget_seconds - (time.monotonic() - started)
     if left <= 0.05:
@@ -326,7 +342,7 @@ def _recall(
     params = {
         "plan": plan,
         "origin": origin,
-        "min_score": settings.plan_recall_floor,
+        "min_p": settings.auto_recall_min_p,
         "project": _project(call),
         "exclude_ids": shown,
         "deadline": time.time() + left - 0.05,
@@ -339,8 +355,17 @@ def _recall(
             start_in_background(settings)
             logger.info("tool-use: no service ran; one is starting for the next tool call")
         return None
+    if reply.get("retiring"):  # an older service steps aside: a new one for the next call
+        start_in_background(settings)
+        logger.info("tool-use: the service is being replaced; the plan waits for the next call")
+        return None
     if not reply.get("ok"):
-        logger.warning("tool-use: recall failed: %s", (reply.get("error") or {}).get("message"))
+        found = reply.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        if _passes(error.get("type")):
+            logger.info("tool-use: the store is busy; the plan waits for the next tool call")
+            return None
+        logger.warning("tool-use: recall failed: %s", error.get("message"))
         return "", []  # an error that will not go away by itself: this task gets no recall
     result = reply["result"]
     if result.get("late"):
@@ -349,6 +374,14 @@ def _recall(
     ids = [str(i) for i in result["ids"]]
     logger.info("tool-use: %d notes for session %s", len(ids), call.session)
     return (str(result["notes"]) if ids else ""), ids
+
+
+def _passes(kind: Any) -> bool:
+    """Whether an error the service answered with goes away by itself (a busy store)."""
+    from mtl_mcp import errors
+
+    found = getattr(errors, str(kind), None)
+    return isinstance(found, type) and issubclass(found, errors.Retryable)
 
 
 def _project(call: ToolCall) -> str | None:

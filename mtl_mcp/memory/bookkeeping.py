@@ -15,6 +15,7 @@ import mtl_mcp.memory.loop as loop_reports
 from mtl_mcp.errors import (
     NotFoundError,
 )
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked
 from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.core import appended_note
 from mtl_mcp.memory.curation import Curation
@@ -45,22 +46,32 @@ class Bookkeeping(Curation):
         self,
         plan: str,
         origin: RecallOrigin,
-        k: int = 3,
+        k: int = UNASKED_TOP_K,
         project: str | None = None,
-        min_score: float | None = None,
+        min_p: float | None = None,
         exclude_ids: Collection[str] = (),
         on_time: Callable[[], bool] | None = None,
     ) -> builtins.list[RecallHit] | None:
-        """A recall put in front of a session's model unasked (the plan-triggered hook):
-        never an insight the session was given already, by any trigger (the ledger's, and
-        `exclude_ids` the caller knows of). None when `on_time` says the caller has given
-        up meanwhile: then no model sees it and the ledger does not record it."""
+        """A recall put in front of a session's model unasked (the plan-triggered hook): of
+        the top k, the one the relevance gate gives the most, if at least `min_p` (default:
+        the setting; `index.gate.unasked`); never an insight the session was given
+        already, by any trigger (the ledger's, and `exclude_ids` the caller knows of: the
+        next best take their place). None when
+        `on_time` says the caller has given up meanwhile: then no model sees it and the
+        ledger does not record it, but the hits are kept for the session's next try with
+        the same plan (a hook that missed its budget while the service warmed), which then
+        gets them at once unless one was shown since."""
         shown = self.loop.shown(origin.session_id) if origin.session_id else set()
-        hits = self.recall(
-            plan, k=k, project=project, min_score=min_score, exclude_ids=shown | set(exclude_ids)
-        )
+        left_out = shown | set(exclude_ids)
+        late = self.loop.take_late(origin.session_id, plan, project)
+        if late is not None and not any(h.id in left_out for h in late):
+            top = late
+        else:
+            top = self.recall(plan, k=k, project=project, exclude_ids=left_out)
         if on_time is not None and not on_time():
+            self.loop.keep_late(origin.session_id, plan, project, top)
             return None
+        hits = unasked(top, self.settings.auto_recall_min_p if min_p is None else min_p)
         if hits:
             self.loop.note(origin, plan, project, hits)
         return hits

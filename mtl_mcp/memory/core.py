@@ -21,6 +21,7 @@ from mtl_mcp.errors import (
     EmbeddingError,
 )
 from mtl_mcp.index.embedder import Embedder, get_embedder
+from mtl_mcp.index.gate import GateFile
 from mtl_mcp.memory.loop import Loop
 from mtl_mcp.memory.team import TeamPool
 from mtl_mcp.memory.tier import Tier
@@ -73,6 +74,7 @@ class MemoryCore(ABC):
         self._pending_recalls: Counter[str] = Counter()
         self._drained_at = 0.0  # when the background last tried to drain the team outbox
         self.loop = Loop(self.settings)  # what reached a model, and how it went
+        self.gate = GateFile(self.settings.home)  # what is put before a model unasked
         self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
 
     # -- parts ----------------------------------------------------------------------------

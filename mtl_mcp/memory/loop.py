@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -40,6 +41,8 @@ from mtl_mcp.text.redact import redact
 logger = logging.getLogger(__name__)
 
 PENDING_MAX = 1000  # recalls kept for the ledger while it cannot be written
+LATE_SECONDS = 600.0  # how long a recall its hook gave up on is kept for the next try
+LATE_MAX = 100
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +64,8 @@ class Loop:
         # ((verdicts' stamp, model, dim), index)
         self._feedback: tuple[tuple[int, str, int], FeedbackIndex | None] | None = None
         self._set_aside_logged = False  # verdicts of another model were left out (said once)
+        # (session, plan, project) -> (when, hits): recalls done after their hook gave up
+        self._late: dict[tuple[str, str, str | None], tuple[float, list[RecallHit]]] = {}
 
     def note(
         self, origin: RecallOrigin, plan: str, project: str | None, hits: Sequence[RecallHit]
@@ -76,6 +81,33 @@ class Loop:
         )
         with self._lock:
             self._pending.append(entry)
+
+    def keep_late(
+        self, session: str | None, plan: str, project: str | None, hits: Sequence[RecallHit]
+    ) -> None:
+        """Keep a recall whose hook gave up before it was done, for that session's next try
+        with the same plan (no model saw it: the ledger does not record it)."""
+        if session is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for key in [k for k, (at, _) in self._late.items() if now - at > LATE_SECONDS]:
+                del self._late[key]
+            self._late[session, plan, project] = (now, list(hits))
+            while len(self._late) > LATE_MAX:
+                del self._late[next(iter(self._late))]
+
+    def take_late(
+        self, session: str | None, plan: str, project: str | None
+    ) -> list[RecallHit] | None:
+        """The recall `keep_late` kept for this session and plan, once; None if none."""
+        if session is None:
+            return None
+        with self._lock:
+            found = self._late.pop((session, plan, project), None)
+        if found is None or time.monotonic() - found[0] > LATE_SECONDS:
+            return None
+        return found[1]
 
     def flush(self) -> None:
         """Write the recalls noted since the last flush; kept for the next one while the
@@ -114,6 +146,19 @@ class Loop:
         """Every recall of one session, newest first, those not yet written included."""
         unwritten = list(reversed(self._unwritten(session_id)))
         return unwritten + self.ledger.recalls(session_id=session_id)
+
+    def latest_plan(self, project: str) -> str | None:
+        """The newest plan recalled for in a project (a tool call or the hook), those not
+        yet written included; None while the ledger cannot be read (`_unreadable`)."""
+        with self._lock:
+            for entry in reversed(self._pending):
+                if entry.project == project and entry.plan and entry.trigger != "session-start":
+                    return entry.plan
+        try:
+            return self.ledger.latest_plan(project)
+        except StoreError as exc:
+            self._unreadable(exc)
+            return None
 
     def recent_sessions(self, limit: int) -> list[str]:
         """The most recent sessions with a recall or a verdict, newest first, those whose

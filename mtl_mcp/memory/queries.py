@@ -19,6 +19,7 @@ import pyarrow as pa
 from mtl_mcp.index.bm25 import Bm25Index, CorpusStatistics, LooseDocuments, query_terms
 from mtl_mcp.index.embedder import Vector
 from mtl_mcp.index.fusion import FUSION_DEPTH, RRF_K, Floats, Indices, fuse, rankings_of
+from mtl_mcp.index.gate import SIGNALS, Gate, hit_signals
 from mtl_mcp.index.methods import RecallMethod
 from mtl_mcp.schemas import BrowseSort, Insight, RatingState, RecallHit, RecallPart, Scope, Source
 from mtl_mcp.storage.snapshot import Mask, Snapshot
@@ -74,6 +75,7 @@ def recall_hits(
     k: int,
     method: RecallMethod,
     min_score: float | None,
+    gate: Gate,
     parts: list[RecallPart] | None = None,
 ) -> list[RecallHit]:
     """The top k rows under the pools' masks for a plan, fused from the dense and keyword
@@ -81,11 +83,18 @@ def recall_hits(
     rows would rank them (cosine similarities compare across pools; BM25 scores use the
     statistics of all pools' corpora at once; ties break by id, not by storage order).
 
-    `parts`, when given, gets why each hit ranked there, in the same order (`explain`)."""
+    Each hit has its probability `p` of helping the plan, by `gate`, from signals measured
+    against every candidate considered (before `min_score`).
+    `parts`, when given, gets why each hit ranked there, in the same order (`explain`), with
+    the gate's signals."""
     keyword_scores = _keyword_scores(pools, plan) if method.keywords else None
     owners, rows, sims, scores, keyword = [], [], [], [], []
+    considered, considered_keyword = [], []  # every candidate, before `min_score`: the gate's
     for number, pool in enumerate(pools):
         indices, similar = pool.snapshot.similarities(query, pool.mask)
+        considered.append(similar)
+        if keyword_scores is not None:
+            considered_keyword.append(keyword_scores[number][indices])
         rated = similar + method.rating_weight * pool.snapshot.rating[indices]
         if min_score is not None:
             keep = rated >= min_score
@@ -102,18 +111,66 @@ def recall_hits(
     names = functools.partial(_ids_at, pools, owner, row)
     dense = all_scores if method.dense else None
     best = fuse(dense, all_keyword, k, names=names)
+    signals = hit_signals(
+        np.concatenate(considered),
+        np.concatenate(considered_keyword) if all_keyword is not None else None,
+        similarity[best],
+        all_keyword[best] if all_keyword is not None else None,
+    )
+    chances = gate.probabilities(signals)
     if parts is not None:
-        parts += explain(best, dense, all_keyword, similarity, k, names, pools, owner, row)
+        found = explain(best, dense, all_keyword, similarity, k, names, pools, owner, row)
+        parts += [
+            part.model_copy(
+                update={
+                    "p": round(float(chance), 4),
+                    "signals": dict(
+                        zip(SIGNALS, (round(float(v), 4) for v in values), strict=True)
+                    ),
+                }
+            )
+            for part, values, chance in zip(found, signals, chances, strict=True)
+        ]
     return [
         RecallHit.model_validate(
             {
                 **record,
                 "score": round(float(all_scores[i]), 4),
                 "similarity": round(float(similarity[i]), 4),
+                "p": round(float(chance), 4),
             }
         )
-        for i, record in zip(best, _records(pools, owner[best], row[best]), strict=True)
+        for i, record, chance in zip(
+            best, _records(pools, owner[best], row[best]), chances, strict=True
+        )
     ]
+
+
+def signals_of(
+    pools: Sequence[Pool], query: Vector, plan: str, ids: Collection[str]
+) -> dict[str, list[float]]:
+    """The gate's signals of the insights `ids` (wherever they are, retired ones too) for a
+    plan, against every candidate under the pools' masks."""
+    keyword_scores = _keyword_scores(pools, plan)
+    sims, keywords, hit_sims, hit_keywords, names = [], [], [], [], []
+    for number, pool in enumerate(pools):
+        indices, similar = pool.snapshot.similarities(query, pool.mask)
+        sims.append(similar)
+        keywords.append(keyword_scores[number][indices])
+        positions = pool.snapshot.positions
+        for insight in ids:
+            row = positions.get(insight)
+            if row is not None and insight not in names:
+                names.append(insight)
+                hit_sims.append(float(pool.snapshot.vectors[row] @ query))
+                hit_keywords.append(float(keyword_scores[number][row]))
+    found = hit_signals(
+        np.concatenate(sims),
+        np.concatenate(keywords),
+        np.array(hit_sims, dtype=np.float32),
+        np.array(hit_keywords, dtype=np.float32),
+    )
+    return {name: [float(v) for v in row] for name, row in zip(names, found, strict=True)}
 
 
 def explain(

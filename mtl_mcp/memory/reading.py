@@ -20,6 +20,7 @@ from mtl_mcp.errors import (
     NotFoundError,
 )
 from mtl_mcp.index.embedder import Vector
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked
 from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
 from mtl_mcp.memory.core import MemoryCore
 from mtl_mcp.memory.team import stats_of
@@ -104,17 +105,33 @@ class Reading(MemoryCore):
         project: str | None = None,
         domains: Sequence[str] | None = None,
         min_score: float | None = None,
+        exclude_domains: Sequence[str] | None = None,
     ) -> RecallPreview:
         """What `recall` gives for a plan, through the same ranking, and why: each hit's
-        dense and keyword parts, and what session verdicts left out. A preview reaches no
-        model: it counts no recall and the ledger does not record it."""
+        dense and keyword parts, the gate's signals, and what session verdicts left out. A
+        preview reaches no model: it counts no recall and the ledger does not record it.
+        `unasked` is what the plan hook would inject for it, chosen among the top
+        UNASKED_TOP_K whatever `k` is."""
         parts: list[RecallPart] = []
         left: dict[str, str] = {}
         start = time.perf_counter()
-        hits = self._ranked(plan, k, scope, project, domains, min_score, parts=parts, left_out=left)
+        depth = max(k, UNASKED_TOP_K)
+        hits = self._ranked(
+            plan,
+            depth,
+            scope,
+            project,
+            domains,
+            min_score,
+            exclude_domains,
+            parts=parts,
+            left_out=left,
+        )
         seconds = time.perf_counter() - start
         feedback = self.loop.feedback(*self._model_info())
         retired = feedback.keeps_misleading() if feedback else {}
+        chosen = unasked(hits[:UNASKED_TOP_K], self.settings.auto_recall_min_p)
+        hits, parts = hits[:k], parts[:k]
         left_out = []
         for insight, reason in left.items():
             with contextlib.suppress(NotFoundError):
@@ -124,7 +141,13 @@ class Reading(MemoryCore):
                 )
         method = get_method(None).name
         return RecallPreview(
-            hits=hits, parts=parts, left_out=left_out, method=method, seconds=seconds
+            hits=hits,
+            parts=parts,
+            left_out=left_out,
+            method=method,
+            seconds=seconds,
+            min_p=self.settings.auto_recall_min_p,
+            unasked=[h.id for h in chosen],
         )
 
     def _ranked(
@@ -165,10 +188,24 @@ class Reading(MemoryCore):
             exclude_ids = set(exclude_ids) | set(suppressed)
             if left_out is not None:
                 left_out.update(suppressed)
+        pools = self._pools(scope, project, domains, exclude_domains, exclude_ids, ranking.keywords)
+        gate = self.gate.current()
+        return queries.recall_hits(pools, query, plan, k, ranking, min_score, gate, parts)
+
+    def _pools(
+        self,
+        scope: Scope,
+        project: str | None,
+        domains: Sequence[str] | None,
+        exclude_domains: Sequence[str] | None,
+        exclude_ids: Collection[str],
+        keywords: bool,
+    ) -> builtins.list[queries.Pool]:
+        """The candidates of a recall: the personal store's, and the team pool's if any."""
         snapshot = self._snapshot()
         mask = queries.recall_mask(snapshot, scope, project, domains, exclude_domains, exclude_ids)
-        keywords = self._personal.keywords(snapshot) if ranking.keywords else None
-        pools = [queries.Pool("personal", snapshot, mask, keywords)]
+        index = self._personal.keywords(snapshot) if keywords else None
+        pools = [queries.Pool("personal", snapshot, mask, index)]
         team = self._team_snapshot()
         if self.team is not None and team is not None:
             team_project = self.team.project(project)
@@ -176,8 +213,19 @@ class Reading(MemoryCore):
                 team, scope, team_project, domains, exclude_domains, exclude_ids
             )
             pool = self.team.pool(team, snapshot, team_mask)
-            pools.append(pool if ranking.keywords else replace(pool, keywords=None))
-        return queries.recall_hits(pools, query, plan, k, ranking, min_score, parts)
+            pools.append(pool if keywords else replace(pool, keywords=None))
+        return pools
+
+    def gate_signals(
+        self, plan: str, ids: Collection[str], vector: Vector | None = None
+    ) -> dict[str, builtins.list[float]]:
+        """The relevance gate's signals of some insights for a plan (`vector`: its query
+        vector, if known), against every active insight as a recall with no filter would
+        consider them: what `tune gate` fits on. Insights gone since are left out."""
+        self._check_model()
+        query = plan_vector(self.embedder, plan, split=True) if vector is None else vector
+        pools = self._pools("all", None, None, None, (), keywords=True)
+        return queries.signals_of(pools, query, plan, ids)
 
     def get(self, insight: str) -> Insight:
         """One insight by id (retired ones too)."""

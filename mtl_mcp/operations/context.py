@@ -1,5 +1,7 @@
 """The session-start context: a few insights, precomputed so a hook can print them without
-loading LanceDB or the model.
+loading LanceDB or the model. For a project with a plan in the ledger they are what the
+relevance gate passes for that plan (`write_project_context`); what is put before a model
+unasked must fit it.
 
 Three sources, the first that exists wins:
 
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import MtlError
 from mtl_mcp.files import write_private
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.project import ProjectRef, resolve_project
 from mtl_mcp.schemas import Category, Insight, InsightDraft, RecallOrigin
 from mtl_mcp.text.frames import neutral
@@ -147,12 +150,26 @@ def refresh_general_context(memory: Memory) -> None:
         logger.warning("could not update the session-start context: %s", exc)
 
 
-def write_project_context(memory: Memory, project: ProjectRef) -> Context:
-    """Write (and return) a project's session-start context: its most useful insights, then
-    general ones; the general context is rewritten on the way."""
-    own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
+def write_project_context(
+    memory: Memory, project: ProjectRef, min_p: float | None = None
+) -> Context:
+    """Write (and return) a project's session-start context; the general context is
+    rewritten on the way.
+
+    Once the project has a plan in the ledger (the newest a tool call or the hook recalled
+    for), the notes are what the relevance gate passes of the top CONTEXT_INSIGHTS for that
+    plan (`min_p`, default the setting), none if nothing passes: what is put before a model
+    unasked must fit. Before that there is nothing to measure fit against: the project's
+    most useful insights, then general ones."""
     general = write_general_context(memory)
-    chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
+    plan = memory.loop.latest_plan(project.id)
+    if plan:
+        threshold = memory.settings.auto_recall_min_p if min_p is None else min_p
+        preview = memory.preview(plan, k=CONTEXT_INSIGHTS, project=project.id)
+        chosen = [memory.get(hit.id) for hit in unasked(preview.hits, threshold)]
+    else:
+        own, _ = memory.list(project=project.id, sort="helpful", limit=CONTEXT_INSIGHTS)
+        chosen = list({i.id: i for i in [*own, *general]}.values())[:CONTEXT_INSIGHTS]
     return _write(context_file(memory.settings, project), chosen)
 
 

@@ -61,14 +61,14 @@ SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 
 # Settings that tune the service process itself, or a hook's own calls, not what it serves:
 # they are not part of its fingerprint (`home` is the data directory, which the rendezvous
-# is under anyway; a hook passes its floor with each call).
+# is under anyway; a hook passes its relevance threshold with each call).
 PROCESS_SETTINGS = frozenset(
     {
         "home",
         "service",
         "service_idle_seconds",
         "plan_recall",
-        "plan_recall_floor",
+        "auto_recall_min_p",
         "hook_budget_seconds",
     }
 )

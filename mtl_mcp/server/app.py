@@ -305,7 +305,7 @@ def build_server(
             )
         )
         notes = recall_text(hits) + (f"\n\n({notice})" if notice else "")
-        refs = [RecalledRef(id=h.id, score=round(h.score, 4), source=h.source) for h in hits]
+        refs = [RecalledRef(id=h.id, score=round(h.score, 4), p=h.p, source=h.source) for h in hits]
         return framed(RecallResult(notes=notes, results=refs, notice=notice))
 
     @mcp.tool(annotations=WRITES)

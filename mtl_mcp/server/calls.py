@@ -114,7 +114,10 @@ def _forget(memory: Memory, params: dict[str, Any]) -> Any:
 
 def _context(memory: Memory, params: dict[str, Any]) -> Any:
     project = resolve_project(params.get("project_dir") or ".")
-    context = write_project_context(memory, project)
+    min_p = params.get("min_p")
+    context = write_project_context(
+        memory, project, float(min_p) if isinstance(min_p, int | float) else None
+    )
     if origin := params.get("origin"):
         memory.note_shown(RecallOrigin.model_validate(origin), context.ids, project.id)
     return {"text": context.text, "ids": context.ids}

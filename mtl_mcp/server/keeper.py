@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -80,9 +81,11 @@ class MemoryKeeper:
             self._warmer.start()
 
     def _warm(self) -> None:
+        started = time.monotonic()
         try:
             self.get().warm()
             return_free_heap()
+            logger.info("warm in %.1f s", time.monotonic() - started)
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
         except Exception:  # never let the warm-up thread die noisily

@@ -30,6 +30,9 @@ Notes = Annotated[
 class RecalledRef(BaseModel):
     id: str
     score: float = Field(description="Cosine similarity to the plan, adjusted by ratings.")
+    p: float | None = Field(
+        default=None, description="The relevance gate's probability that it helps this plan."
+    )
     source: Source = Field(default="personal", description=SOURCE_DESCRIPTION)
 
 

@@ -256,6 +256,18 @@ class Ledger:
             for number, at, session, client, trigger, plan, project in rows
         ]
 
+    def latest_plan(self, project: str) -> str | None:
+        """The plan of the newest recall for a plan (a tool call or the hook) in a project."""
+        if not self.exists():
+            return None
+        with self._connection() as db:
+            row = db.execute(
+                "SELECT plan FROM recalls WHERE project = ? AND plan != '' "
+                "AND trigger IN ('tool', 'hook') ORDER BY id DESC LIMIT 1",
+                (project,),
+            ).fetchone()
+        return str(row[0]) if row else None
+
     def sessions(self, limit: int = 20) -> list[str]:
         """The most recent sessions with a recall or a verdict, newest first."""
         if not self.exists():

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from mtl_mcp.config import load_settings
+from mtl_mcp.index.gate import UNASKED_TOP_K, unasked_positions
 from tests.dashboard.conftest import PLAN, SESSION, Dashboard, wait_until, watch
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -62,8 +64,9 @@ def test_browse_filters_searches_sorts_and_pages_on_the_server(
 
 
 def test_the_plan_preview_matches_cli_recall(page: Any, dashboard: Dashboard) -> None:
-    """Try a plan shows the ids, order and scores that `mtl-mcp recall --json` gives for
-    the same plan, with each hit's meaning and keyword parts, and the notes text."""
+    """Try a plan shows the ids, order, scores and relevance gate probabilities that
+    `mtl-mcp recall --json` gives for the same plan, with each hit's meaning and keyword
+    parts, whether it would be shown on its own, and the notes text."""
     cli = dashboard.cli_json("recall", PLAN, "-k", "5", "--project", "none-such")
     page.get_by_role("link", name="Try a plan", exact=True).click()
     page.get_by_role("textbox", name=re.compile("^Plan")).fill(PLAN)
@@ -79,6 +82,14 @@ def test_the_plan_preview_matches_cli_recall(page: Any, dashboard: Dashboard) ->
     first = table.nth(0).locator("td").all_inner_texts()
     assert float(first[3]) == pytest.approx(cli["results"][0]["similarity"], abs=1e-3)
     assert first[6] != "—"  # the plan's words matched: a BM25 part
+    shown = table.locator("td.shown").all_inner_texts()
+    min_p = load_settings(dashboard.home).auto_recall_min_p
+    # What the plan hook would inject: the most probable of the top 3, if it passes.
+    chosen = unasked_positions([hit["p"] for hit in cli["results"][:UNASKED_TOP_K]], min_p)
+    assert shown == [
+        f"{'yes' if n in chosen else 'no'}, p = {hit['p']:.2f}"
+        for n, hit in enumerate(cli["results"])
+    ]
     notes = page.locator("#notes").inner_text()
     assert all(hit["id"] in notes for hit in cli["results"])
 

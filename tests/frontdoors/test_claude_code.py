@@ -20,12 +20,14 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.learning.proposals import DistilledInsights, Judgement
 from mtl_mcp.learning.spool import Spool
 from mtl_mcp.operations.context import INVITATION
 from mtl_mcp.text.render import RECALL_HEADER
 from mtl_mcp.text.starter import starter_drafts
 from tests.claude_code import ClaudeCode
+from tests.conftest import FLAKY_PLAN
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 from tests.waiting import wait_for
 
@@ -284,7 +286,7 @@ def test_the_plugin_installs_offline_and_its_recall_command_runs(
 
 # ------------------------------------------------------------------ the closed loop
 
-FLOOR = load_settings(Path("/nonexistent")).plan_recall_floor
+MIN_P = load_settings(Path("/nonexistent")).auto_recall_min_p
 
 
 def planned_then_read(fake: FakeAnthropic, plan: str, file: Path) -> None:
@@ -340,10 +342,10 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     tmp_path: Path, fake: FakeAnthropic, data: Settings
 ) -> None:
     """A model that states a plan and Reads a file, never calling recall_insights: the next
-    request carries the framed notes recalled for that plan (none of the session-start
-    ones); a second prompt with the same plan repeats none of them; the judge at session
-    end gets the given notes and its verdicts are stored with the plan, shown by `show` and
-    `sessions`; purging an insight removes its ledger rows."""
+    request carries the framed notes recalled for that plan that pass the relevance gate
+    (none of the session-start ones); a second prompt with the same plan repeats none of
+    them; the judge at session end gets the given notes and its verdicts are stored with
+    the plan, shown by `show` and `sessions`; purging an insight removes its ledger rows."""
     claude = ClaudeCode.install(tmp_path, fake)
     run_mtl(data, claude, "install", "claude-code")
     project = tmp_path / "project"
@@ -356,7 +358,7 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     mtl = str(Path(sys.executable).parent / "mtl-mcp")
     subprocess.run([mtl, "serve"], env=env, stdin=subprocess.DEVNULL, check=True, timeout=60)
     run_mtl(data, claude, "recall", "warm the service up")
-    planned_then_read(fake, PLAN, source)
+    planned_then_read(fake, FLAKY_PLAN, source)
 
     def judge(request: RecordedRequest) -> dict[str, Any]:
         """The worker's judge, right after the session: the first hook note helped, the
@@ -392,7 +394,7 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     assert notes is not None and hook_notes(requests[0]) is None  # after the tool call only
     memory = Memory(data)
     try:
-        expected = memory.recall(PLAN, k=3, min_score=FLOOR, exclude_ids=start_ids)
+        expected = unasked(memory.recall(FLAKY_PLAN, k=3, exclude_ids=start_ids), MIN_P)
     finally:
         memory.close()
     assert note_ids(notes) == [h.id for h in expected] == [h["id"] for h in planned["hits"]]
@@ -407,7 +409,7 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     )
     assert all(title in judged.user_text for title in hook_titles)
 
-    planned_then_read(fake, PLAN, source)  # the same plan, a new prompt, the same session
+    planned_then_read(fake, FLAKY_PLAN, source)  # the same plan, a new prompt and session
     fake.reply_json({"outcome": "success", "reason": "passes", "verdicts": []})
     fake.reply_json(DistilledInsights.model_validate({"insights": []}))
     before = len(fake.message_requests)
@@ -424,7 +426,7 @@ def test_the_plan_the_model_states_brings_its_lessons_and_the_session_rates_them
     assert (verdict["verdict"], verdict["session_id"], verdict["plan"]) == (
         "helped",
         session_id,
-        PLAN,
+        FLAKY_PLAN,
     )
     assert verdict["backend"] == "anthropic"
     misled = json.loads(run_mtl(data, claude, "show", start_ids[0], "--json").stdout)["history"]

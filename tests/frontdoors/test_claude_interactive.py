@@ -25,13 +25,14 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.learning.proposals import DistilledInsights
 from mtl_mcp.learning.spool import Spool
 from tests.claude_code import ClaudeCode
+from tests.conftest import FLAKY_PLAN as PLAN
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 from tests.frontdoors.test_claude_code import (
-    FLOOR,
-    PLAN,
+    MIN_P,
     calls_of,
     hook_notes,
     note_ids,
@@ -347,7 +348,7 @@ def test_interactive_claude_code_recalls_for_stated_and_plan_mode_plans(
     start_ids = [i for trigger, ids in hits if trigger == "session-start" for i in ids]
     memory = Memory(data)
     try:  # what the plan-mode plan brings, none of it given at session start
-        found = memory.recall(PLAN_MODE_PLAN, k=3, min_score=FLOOR, exclude_ids=start_ids)
+        found = unasked(memory.recall(PLAN_MODE_PLAN, k=3, exclude_ids=start_ids), MIN_P)
         expected = [h.id for h in found]
     finally:
         memory.close()

@@ -25,6 +25,7 @@ from mtl_mcp.learning.spool import Spool
 from mtl_mcp.learning.transcripts import read_transcript
 from mtl_mcp.operations.context import INVITATION
 from mtl_mcp.text.render import PLAN_NOTES_HEADER
+from tests.conftest import FLAKY_PLAN
 from tests.copilot_cli import CopilotCli
 from tests.fake_chat_stream import FakeChatStream
 from tests.fake_gemini import FakeGemini
@@ -34,11 +35,7 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-PLAN = (  # one the starter pack has lessons for, above the floor (as in the Codex test)
-    "First I will reproduce the failing test on its own to see the real error. Then I will "
-    "read the code it exercises and make the smallest fix. Finally I will rerun the whole "
-    "suite before saying it is done."
-)
+PLAN = FLAKY_PLAN  # one a starter lesson fits, which the relevance gate passes
 
 
 @pytest.fixture

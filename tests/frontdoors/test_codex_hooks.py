@@ -21,21 +21,18 @@ import pytest
 
 from mtl_mcp import Memory
 from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.learning.spool import Spool
 from mtl_mcp.operations.context import INVITATION
 from mtl_mcp.text.render import PLAN_NOTES_HEADER
 from tests.codex_cli import Codex
+from tests.conftest import FLAKY_PLAN
 from tests.fake_openai import FakeOpenAI, RecordedRequest
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
-PLAN = (
-    "First I will reproduce the failing test on its own to see the real error. Then I will "
-    "read the code it exercises and make the smallest fix. Finally I will rerun the whole "
-    "suite before saying it is done."
-)
-FLOOR = load_settings(Path("/nonexistent")).plan_recall_floor
+MIN_P = load_settings(Path("/nonexistent")).auto_recall_min_p
 OUR_EVENTS = {"sessionStart", "postToolUse", "sessionEnd"}
 
 
@@ -128,7 +125,7 @@ def test_installed_hooks_bring_context_recall_on_the_plan_and_capture_in_codex(
     subprocess.run([mtl, "serve"], env=env, stdin=subprocess.DEVNULL, check=True, timeout=60)
     run_mtl(codex, "recall", "warm the service up")
     before = len(fake.response_requests)
-    fake.reply_call("exec_command", {"cmd": "cat report.py"}, text=PLAN)
+    fake.reply_call("exec_command", {"cmd": "cat report.py"}, text=FLAKY_PLAN)
     fake.reply_text("Fixed; the suite passes.")
     done = exec_session(codex, project, "Fix the month-start crash.")
     assert "Fixed; the suite passes." in done.stdout, done.stderr
@@ -167,11 +164,11 @@ def test_installed_hooks_bring_context_recall_on_the_plan_and_capture_in_codex(
         ("session-start", "codex"),
         ("hook", "codex"),
     ]
-    assert planned["plan"] == PLAN
+    assert planned["plan"] == FLAKY_PLAN
     start_ids = [h["id"] for h in context["hits"]]
     memory = Memory(data)
     try:
-        expected = memory.recall(PLAN, k=3, min_score=FLOOR, exclude_ids=start_ids)
+        expected = unasked(memory.recall(FLAKY_PLAN, k=3, exclude_ids=start_ids), MIN_P)
     finally:
         memory.close()
     assert expected and [h["id"] for h in planned["hits"]] == [h.id for h in expected]

@@ -24,8 +24,18 @@ from mtl_mcp.config import load_settings
 from mtl_mcp.operations.context import write_project_context
 from mtl_mcp.operations.service import stop_services
 from mtl_mcp.project import resolve_project
+from mtl_mcp.schemas import RecallOrigin
 from tests.conftest import distinct_lessons
-from tests.doors import HttpServer, cli, cli_json, client_env, hook, recall_ids, stdio_window, tool
+from tests.doors import (
+    HttpServer,
+    cli,
+    cli_json,
+    client_env,
+    hook,
+    recall_answers,
+    stdio_window,
+    tool,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -55,14 +65,17 @@ class World:
     def memory(self, team: bool) -> Memory:
         return Memory(load_settings(self.home, team_uri=str(self.team) if team else None))
 
-    def expected(self, team: bool, folder: Path | None) -> dict[tuple[str, str, int], list[str]]:
-        """In-process answers for every plan and call, for a window of `folder`'s project."""
+    def expected(
+        self, team: bool, folder: Path | None
+    ) -> dict[tuple[str, str, int], list[tuple[str, float | None]]]:
+        """In-process answers for every plan and call, for a window of `folder`'s project:
+        each hit's id and relevance gate probability."""
         memory = self.memory(team)
         project = resolve_project(folder).id if folder else None
         try:
             return {
                 (plan, call["scope"], call["k"]): [
-                    h.id
+                    (h.id, h.p)
                     for h in memory.recall(plan, k=call["k"], scope=call["scope"], project=project)
                 ]
                 for plan, call in itertools.product(PLANS, CALLS)
@@ -92,7 +105,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     stop_services(made.home)
 
 
-async def ask_all(client: Any, folder: Path | None, explicit: bool = False) -> dict[Any, list[str]]:
+async def ask_all(
+    client: Any, folder: Path | None, explicit: bool = False
+) -> dict[Any, list[tuple[str, float]]]:
     """A window's answers to every plan and call (`explicit`: passing its project)."""
     answers = {}
     for plan, call in itertools.product(PLANS, CALLS):
@@ -101,7 +116,7 @@ async def ask_all(client: Any, folder: Path | None, explicit: bool = False) -> d
         arguments = dict(call)
         if explicit and folder is not None:
             arguments["project"] = str(folder)
-        answers[plan, call["scope"], call["k"]] = await recall_ids(client, plan, **arguments)
+        answers[plan, call["scope"], call["k"]] = await recall_answers(client, plan, **arguments)
     return answers
 
 
@@ -157,7 +172,8 @@ def test_the_cli_agrees_with_in_process_memory_with_and_without_a_service(
             for plan, call in pairs:
                 args = ["recall", plan, "--scope", call["scope"], "-k", str(call["k"])]
                 got = cli_json(env, *args, cwd=folder)
-                assert [r["id"] for r in got["results"]] == expected[plan, call["scope"], call["k"]]
+                answer = [(r["id"], r["p"]) for r in got["results"]]
+                assert answer == expected[plan, call["scope"], call["k"]]
                 assert got["project"] == resolve_project(folder).id
         listed = cli_json(world.env(team), "list", "--limit", "50")
         memory = world.memory(team)
@@ -224,20 +240,33 @@ async def test_list_and_records_agree_through_every_door(world: World) -> None:
 
 def test_the_session_start_hook_agrees_with_in_process_context(world: World) -> None:
     """The session-start hook prints, for a folder, the context in-process memory writes
-    for that folder's project, through the service and without one."""
+    for that folder's project, through the service and without one: for a project with a
+    plan in the ledger (the relevance gate chooses, at two thresholds) and one without."""
     a, b, _ = world.folders
     memory = world.memory(team=False)
+    expected = {}
     try:
-        expected = {f: write_project_context(memory, resolve_project(f)).text for f in (a, b)}
+        # A plan recalled for in project a (in the ledger only: a recall's counts would
+        # reorder the store's rows, and the fallback's ties with them).
+        memory.loop.note(RecallOrigin(), PLANS[0], resolve_project(a).id, [])
+        memory.flush()
+        for min_p in ("0", "0.5"):
+            for f in (a, b):
+                context = write_project_context(memory, resolve_project(f), float(min_p))
+                expected[f, min_p] = context.text
     finally:
         memory.close()
-    for running in (False, True):
+    assert expected[a, "0"] != expected[a, "0.5"] and expected[b, "0"] == expected[b, "0.5"]
+    # Without a service the hook prints the cache, last written for 0.5.
+    for running, min_p in ((False, "0.5"), (True, "0"), (True, "0.5")):
         stop_services(world.home)
-        if running:
-            assert cli(world.env(False), "serve", input="", cwd=a).returncode == 0
+        env = world.env(False, MTL_MCP_AUTO_RECALL_MIN_P=min_p)
+        if running:  # warm: a cold service answers after the hook's 3 s (it prints the cache)
+            assert cli(env, "serve", input="", cwd=a).returncode == 0
+            cli_json(env, "recall", "warm up")
         for folder in (a, b):
-            printed = hook(world.env(False), "session-start", {"cwd": str(folder)}).stdout
-            assert printed == expected[folder], running
+            printed = hook(env, "session-start", {"cwd": str(folder)}).stdout
+            assert printed == expected[folder, min_p], (running, min_p)
 
 
 async def test_a_relative_project_argument_means_the_windows_folder_through_every_door(
@@ -253,7 +282,7 @@ async def test_a_relative_project_argument_means_the_windows_folder_through_ever
         async with stdio_window(world.env(False, MTL_MCP_SERVICE=service), cwd=a) as window:
             for relative, folder in ((".", a), (f"../{b.name}", b)):
                 for plan, call in itertools.product(PLANS, CALLS):
-                    got = await recall_ids(window, plan, project=relative, **call)
+                    got = await recall_answers(window, plan, project=relative, **call)
                     assert got == expected[folder][plan, call["scope"], call["k"]], service
             recorded = await tool(
                 window, "record_session", summary="done", insights=[next(drafts)], project="."
@@ -266,4 +295,5 @@ async def test_a_relative_project_argument_means_the_windows_folder_through_ever
     got = cli_json(
         world.env(False), "recall", PLANS[0], "--scope", "this-project", "--project", ".", cwd=a
     )
-    assert [r["id"] for r in got["results"]] == expected[a][PLANS[0], "this-project", 3]
+    answer = [(r["id"], r["p"]) for r in got["results"]]
+    assert answer == expected[a][PLANS[0], "this-project", 3]

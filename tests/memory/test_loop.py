@@ -4,6 +4,7 @@ given, verdicts with their plans, and feedback that leaves misleading lessons ou
 from __future__ import annotations
 
 from mtl_mcp import Memory
+from mtl_mcp.index.gate import unasked
 from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.schemas import RecallOrigin, VerdictEntry
 from tests.conftest import distinct_lessons, lesson
@@ -26,7 +27,8 @@ def test_a_recall_with_an_origin_is_recorded_and_makes_the_sessions_given(store:
     store.record(distinct_lessons(30, offset=40))
     origin = RecallOrigin(session_id="s1", client="claude-code", trigger="tool")
     first = store.recall(DATES, origin=origin)
-    second = store.recall_for_session(SHELL, RecallOrigin(session_id="s1", trigger="hook"))
+    hook = RecallOrigin(session_id="s1", trigger="hook")
+    second = store.recall_for_session(SHELL, hook, min_p=0.0)  # its note, gate or not
     assert second is not None and not {h.id for h in first} & {h.id for h in second}
     assert store.loop.shown("s1") == {h.id for h in first + second}  # before any flush
     store.flush()
@@ -118,8 +120,8 @@ def test_a_damaged_ledger_leaves_recall_working_and_feedback_back_once_it_is_rem
     store.loop.ledger.path.write_bytes(b"not a database at all" * 200)
     assert wrong.id in {h.id for h in store.recall(DATES, k=5)}
     origin = RecallOrigin(session_id="s1", trigger="hook")
-    first = store.recall_for_session(DATES, origin)
-    again = store.recall_for_session(DATES, origin)
+    first = store.recall_for_session(DATES, origin, min_p=0.0)
+    again = store.recall_for_session(DATES, origin, min_p=0.0)
     assert first and again and not {h.id for h in first} & {h.id for h in again}
     store.flush()  # the ledger cannot take them: they wait
     store.loop.ledger.path.unlink()
@@ -171,3 +173,31 @@ def test_forgetting_what_a_waiting_recall_gave_drops_its_plan_as_the_ledger_does
 
 def lesson_title(store: Memory, insight_id: str) -> str:
     return store.get(insight_id).title
+
+
+def test_a_recall_its_hook_gave_up_on_goes_out_at_the_next_try_unless_shown_since(
+    store: Memory,
+) -> None:
+    """Past the hook's deadline a session's recall is not recorded but kept: the session's
+    next try with the same plan gets those very notes (even with a better one stored
+    meanwhile), once; if one of them was shown to the session since, it recalls afresh."""
+    store.record(distinct_lessons(30, offset=40))
+    hook = RecallOrigin(session_id="s1", trigger="hook")
+    assert store.recall_for_session(DATES, hook, min_p=0.0, on_time=lambda: False) is None
+    late = store.recall(DATES, k=3)
+    store.flush()
+    assert store.loop.ledger.recalls(session_id="s1") == []  # no model saw it
+    [better] = store.record([lesson(DATES.split(",")[0], DATES)])
+    assert store.recall(DATES, k=1)[0].id == better.id
+    kept = store.recall_for_session(DATES, hook, min_p=0.0)
+    assert kept is not None and [h.id for h in kept] == [h.id for h in unasked(late, 0.0)]
+    assert better.id not in {h.id for h in kept}
+    after = store.recall_for_session(DATES, hook, min_p=0.0)  # kept once: the next best now
+    assert after is not None and not {h.id for h in after} & {h.id for h in kept}
+
+    other = RecallOrigin(session_id="s2", trigger="hook")
+    assert store.recall_for_session(SHELL, other, min_p=0.0, on_time=lambda: False) is None
+    [first, *_] = store.recall(SHELL, k=3)
+    store.recall(SHELL, k=1, origin=RecallOrigin(session_id="s2"))  # the model asked itself
+    again = store.recall_for_session(SHELL, other, min_p=0.0)
+    assert again is not None and first.id not in {h.id for h in again}

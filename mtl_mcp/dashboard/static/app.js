@@ -264,7 +264,8 @@ async function runPlan(result) {
       el("td", { class: "num" }, part.dense_rank ?? "—"),
       el("td", { class: "num" }, fmt(part.keyword_score, 2)),
       el("td", { class: "num" }, part.keyword_rank ?? "—"),
-      el("td", { class: "num" }, fmt(part.fused, 4)));
+      el("td", { class: "num" }, fmt(part.fused, 4)),
+      el("td", { class: "shown" }, shownOnItsOwn(hit, data.unasked)));
   });
   const leftOut = data.left_out.length
     ? el("div", {}, el("h2", {}, "Left out by feedback"),
@@ -276,11 +277,18 @@ async function runPlan(result) {
     el("table", { "aria-label": "Recalled insights" },
       el("thead", {}, el("tr", {}, el("th", { class: "num", scope: "col" }, "#"), el("th", { scope: "col" }, "Insight"),
         ["Score", "Meaning (cosine)", "Rating term", "Meaning rank", "Keyword (BM25)", "Keyword rank", "Fused"]
-          .map((h) => el("th", { scope: "col", class: "num" }, h)))),
-      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 9 }, "Nothing recalled.")))),
+          .map((h) => el("th", { scope: "col", class: "num" }, h)),
+        el("th", { scope: "col" }, "Shown on its own"))),
+      el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 10 }, "Nothing recalled.")))),
+    el("p", { class: "muted" }, `Shown on its own: what the plan hook would put before the assistant unasked for this plan: of the top 3, the one with the highest relevance gate probability p, if it reaches ${fmt(data.min_p, 2)} (MTL_MCP_AUTO_RECALL_MIN_P). A recall the assistant asks for gets every row.`),
     leftOut,
     el("h2", {}, "What the assistant reads"),
     el("pre", { class: "notes", id: "notes" }, data.notes));
+}
+
+function shownOnItsOwn(hit, unasked) {
+  if (hit.p === null || hit.p === undefined) return "—";
+  return `${unasked.includes(hit.id) ? "yes" : "no"}, p = ${fmt(hit.p, 2)}`;
 }
 
 // -- one insight ----------------------------------------------------------------------------
