@@ -2,8 +2,9 @@
 
 A `MemoryKeeper` owns one memory for a server: it opens the store and loads the model in a
 background thread (in-process: once the handshake is answered; in the service: at start),
-and saves recall counters every couple of seconds. A window's own context (its project, its
-session) travels with its connection, in `WINDOW`.
+then re-embeds a store an older runtime made (`Memory.upgrade_vectors`) at a low CPU
+priority, and saves recall counters every couple of seconds. A window's own context (its
+project, its session) travels with its connection, in `WINDOW`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 FLUSH_SECONDS = 2.0
+BACKGROUND_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class MemoryKeeper:
         self._memory = memory
         self._lock = threading.Lock()
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
+        self._closing = threading.Event()
         self.listeners = ChangeListeners()  # the open dashboard's live feed
 
     def get(self) -> Memory:
@@ -77,8 +80,13 @@ class MemoryKeeper:
 
     def _warm(self) -> None:
         try:
-            self.get().warm()
+            memory = self.get()
+            memory.warm()
             return_free_heap()
+            if self._closing.is_set():
+                return
+            lower_priority()  # what follows must never take a core from a recall
+            memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
         except Exception:  # never let the warm-up thread die noisily
@@ -98,7 +106,9 @@ class MemoryKeeper:
                 logger.exception("could not save recall counts")
 
     async def close(self) -> None:
-        """Wait for a warm-up in flight (an import cut short at exit aborts), then close."""
+        """Wait for a warm-up in flight (an import cut short at exit aborts; a re-embedding
+        stops after its batch), then close."""
+        self._closing.set()
         if self._warmer.ident is not None:
             await anyio.to_thread.run_sync(self._warmer.join, 10.0)
         if self._memory is not None:
@@ -114,6 +124,26 @@ class MemoryKeeper:
             finally:
                 tasks.cancel_scope.cancel()
                 await self.close()
+
+
+def lower_priority() -> None:
+    """Give the calling thread (Linux: a thread has its own nice value) the lowest CPU
+    priority, for background work that must never slow a recall down."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not allowed
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+
+
+def _progress_log() -> Callable[[int, int], None]:
+    """A progress callback logging each tenth of the way."""
+    said = [-1]
+
+    def log(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != said[0]:
+            said[0] = tenth
+            logger.info("re-embedding: %d of %d insights", done, total)
+
+    return log
 
 
 def window_session(local: bool) -> str | None:

@@ -18,6 +18,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mtl_mcp.storage.schema import VECTOR, row_columns
+
 if TYPE_CHECKING:
     from lancedb.table import Table
 
@@ -40,6 +42,7 @@ class Snapshot:
     matrix: npt.NDArray[np.float32]  # the vectors, with room to append (rows beyond len unused)
     generation: int = 0
     lineage: object = field(default_factory=object, repr=False)
+    model: str | None = None  # the embedding model of the vectors (`reembed.vector_model`)
     _project_masks: dict[str, Mask] = field(default_factory=dict, repr=False)
 
     @property
@@ -54,13 +57,13 @@ class Snapshot:
         Rows come in one scan without the vector column; vectors stream in batches into one
         preallocated matrix, so peak memory is the matrix plus one batch.
         """
-        names = [name for name in table.schema.names if name != "vector"]
+        names = row_columns(table.schema)
         # One chunk: `take` on a table of many small scan batches costs ~15 ms at 100k rows.
         rows = table.search().select(names).limit(None).to_arrow().combine_chunks()
         vectors = np.empty((rows.num_rows, dim), dtype=np.float32)
         filled = 0
         ids = rows.column("id")
-        for batch in table.search().select(["id", "vector"]).limit(None).to_batches(8192):
+        for batch in table.search().select(["id", VECTOR]).limit(None).to_batches(8192):
             count = batch.num_rows
             if filled + count > len(vectors) or not ids.slice(filled, count).equals(
                 pa.chunked_array([batch.column(0)])
@@ -147,6 +150,11 @@ class Snapshot:
         return replace(
             self, rows=folded, matrix=matrix, generation=self.generation + 1, _project_masks={}
         )
+
+    def same_rows(self) -> Snapshot:
+        """This snapshot for a write that changed none of what it holds (new vectors in a
+        column it does not read: `reembed.fill`)."""
+        return replace(self)
 
     def with_recall_counts(self, counts: Mapping[str, int]) -> Snapshot:
         """This snapshot after a recall-count flush, so this process's own write costs no

@@ -37,10 +37,13 @@ from mtl_mcp.storage.locks import creating, store_lock, try_store_lock
 from mtl_mcp.storage.schema import (
     META_SCHEMA,
     META_TABLE,
+    NEXT_VECTOR,
     PROJECT_SALT,
     SCHEMA_VERSION,
     TABLE,
     insight_schema,
+    row_columns,
+    vector_model,
 )
 from mtl_mcp.storage.snapshot import Snapshot
 
@@ -279,6 +282,7 @@ class InsightTable:
             # follow new versions; one on object storage stays at the version it opened.
             pinned.checkout(pinned.version if version is None else version)
             snapshot = Snapshot.load(pinned, int(meta.get("dim", "384")))
+            snapshot.model = vector_model(pinned.schema, meta)
         with self._lock:
             self._meta = meta
         return snapshot
@@ -345,35 +349,54 @@ class InsightTable:
             return True
         return False
 
-    def insert(self, rows: list[dict[str, Any]]) -> int:
+    def insert(self, rows: list[dict[str, Any]], model: str | None = None) -> int:
         """Insert rows whose ids are new; an id already present (another writer) is kept.
         The in-memory snapshot gains them too, when no other writer came between. Returns
-        how many rows were inserted."""
+        how many rows were inserted. `model`: the one their vectors are from, checked."""
         if not rows:
             return 0
-        data = pa.Table.from_pylist(rows, schema=self.open().schema)
         vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
+
+        def insert(table: Table) -> Any:
+            # The columns as of now, under the store lock: a re-embedding may have swapped
+            # them since the caller embedded (it retries, with the new model).
+            found = vector_model(table.schema, self._meta)
+            if model is not None and found != model:
+                raise StoreBusy(f"the store's vectors moved to {found!r} meanwhile: retry")
+            data = pa.Table.from_pylist(rows, schema=table.schema)
+            builder = table.merge_insert("id").when_not_matched_insert_all()
+            return builder.execute(data, on_bad_vectors=_unfilled(table))
+
         result = self.write(
-            lambda t: t.merge_insert("id").when_not_matched_insert_all().execute(data),
-            patch=lambda snapshot: snapshot.appended(data.drop_columns(["vector"]), vectors),
+            insert,
+            patch=lambda snapshot: snapshot.appended(
+                pa.Table.from_pylist(rows, schema=snapshot.rows.schema), vectors
+            ),
         )
         return int(result.num_inserted_rows)
 
     def rewrite(self, row: dict[str, Any]) -> None:
         """Replace the stored row with `row`'s id by `row`, vector and all (an edit). The
         snapshot is read afresh afterwards: its texts and vectors changed in place."""
-        data = pa.Table.from_pylist([row], schema=self.open().schema)
-        self.write(lambda t: t.merge_insert("id").when_matched_update_all().execute(data))
+        self.write(
+            lambda t: (
+                t.merge_insert("id")
+                .when_matched_update_all()
+                .execute(pa.Table.from_pylist([row], schema=t.schema), on_bad_vectors=_unfilled(t))
+            )
+        )
 
-    def read(self, where: str, columns: list[str]) -> list[dict[str, Any]]:
-        """`columns` of the rows matching `where`, read from the latest version now."""
+    def read(
+        self, where: str, columns: list[str], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """`columns` of the rows matching `where` (at most `limit`), read from the latest
+        version now."""
         table = self.open()
         with self._writing, lance_errors(f"reading the store at {self.uri}", "retry"):
             if self.local is None:  # not while a write of this process uses the handle
                 _follow_latest(table)
-            rows: list[dict[str, Any]] = (
-                table.search().where(where).select(columns).limit(None).to_arrow().to_pylist()
-            )
+            query = table.search().where(where).select(columns).limit(limit)
+            rows: list[dict[str, Any]] = query.to_arrow().to_pylist()
         return rows
 
     def update(
@@ -433,7 +456,9 @@ class InsightTable:
         with lance_errors(f"reading the store at {self.uri}", DOCTOR):
             if self.local is None:
                 _follow_latest(table)
-            rows: list[dict[str, Any]] = table.to_arrow().drop_columns(["vector"]).to_pylist()
+            rows: list[dict[str, Any]] = (
+                table.search().select(row_columns(table.schema)).limit(None).to_arrow().to_pylist()
+            )
         return rows
 
     def replace(self, rows: list[dict[str, Any]], model_name: str, dim: int) -> None:
@@ -451,6 +476,12 @@ class InsightTable:
         with self._lock:
             self._table = None
             self._snapshot = None
+
+
+def _unfilled(table: Table) -> str:
+    """How a write treats a null vector: while a re-embedding runs, a row written has no new
+    vector yet (null: a later batch embeds it); otherwise a bad vector is an error."""
+    return "null" if NEXT_VECTOR in table.schema.names else "error"
 
 
 def _follow_latest(table: Table) -> None:
