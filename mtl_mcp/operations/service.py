@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from mtl_mcp.config import Settings
+from mtl_mcp.files import owner_only_dirs
 from mtl_mcp.operations.retiring import alive, note_retiring, retiring_services
 from mtl_mcp.version import __version__
 
@@ -309,7 +310,7 @@ def open_session(
 def spawn_service(settings: Settings, rendezvous: Rendezvous) -> subprocess.Popen[bytes]:
     """Start `mtl-mcp service` fully detached (it outlives the window that started it),
     with this process's environment: so it is configured, and fingerprinted, like it."""
-    rendezvous.log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    owner_only_dirs(rendezvous.log_file.parent)
     log = os.open(rendezvous.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     # A window's own context must not become the service's: it serves every window.
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_PROJECT_DIR",)}
@@ -335,7 +336,7 @@ def spawn_service(settings: Settings, rendezvous: Rendezvous) -> subprocess.Pope
 @contextlib.contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """A blocking exclusive flock on `path` (created 0600 in a 0700 folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    owner_only_dirs(path.parent)  # the data dir too, when this makes it (`mtl-mcp add`)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -424,7 +425,7 @@ def start_in_background(settings: Settings) -> None:
     if _holds_lock(rendezvous):
         return
     try:
-        rendezvous.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner_only_dirs(rendezvous.run_dir)
         fd = os.open(rendezvous.spawn_lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return
