@@ -133,6 +133,9 @@ class MiniLMEmbedder:
     MAX_BATCH = 32
     # Tokenizer Encodings are held per chunk: 10k of them at once would be ~100 MB of heap.
     TOKENIZE_CHUNK = 1024
+    # A plan's few sentences are tokenized in this thread: encode_batch hands them to a pool
+    # of threads, whose hand-offs cost more than the work (15 ms a plan with a busy core).
+    TOKENIZE_ALONE = 16
 
     def __init__(self, models_dir: Path, previous: bool = False) -> None:
         self._models_dir = models_dir
@@ -225,7 +228,12 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), DEFAULT_DIM), np.float32)
         with model_errors(f"embedding with {DEFAULT_EMBED_MODEL}"):
             for start in range(0, len(texts), self.TOKENIZE_CHUNK):
-                encodings = tokenizer.encode_batch(texts[start : start + self.TOKENIZE_CHUNK])
+                chunk = texts[start : start + self.TOKENIZE_CHUNK]
+                encodings = (
+                    [tokenizer.encode(text) for text in chunk]
+                    if len(chunk) <= self.TOKENIZE_ALONE
+                    else tokenizer.encode_batch(chunk)
+                )
                 lengths = [len(e.ids) for e in encodings]
                 for rows in token_batches(lengths, self.TOKEN_BUDGET, self.MAX_BATCH):
                     out[[start + i for i in rows]] = self._run(session, encodings, rows)

@@ -5,18 +5,21 @@ concurrent `merge_insert`s of one id never duplicate it; counters change through
 increments, not read-modify-write; a write that meets another writer's commit is retried;
 the table is compacted now and then by one process at a time.
 
-In a local directory, the connection re-checks the latest version on every read, so one
-process's writes are visible to the others at once, and lock files beside the store order
-compaction and purges. On object storage (many machines, no shared lock file, and a LIST
-request per version check) the snapshot is reloaded when this process wrote, or when
-`refresh()` finds other machines' writes; every write starts from the latest version; and
-the compaction turn goes to the writer whose commit made the version a multiple of
-OPTIMIZE_EVERY, which LanceDB's commit protocol gives to exactly one writer.
+In a local directory every read checks for a newer version, so one process's writes are
+visible to the others at once, and lock files beside the store order compaction and purges.
+The check is one stat of the table's manifest directory, which every commit changes; only
+within CHANGE_MARGIN of a change does it ask LanceDB (a round trip through its event loop).
+On object storage (many machines, no shared lock file, and a LIST request per version
+check) the snapshot is reloaded when this process wrote, or when `refresh()` finds other
+machines' writes; every write starts from the latest version; and the compaction turn goes
+to the writer whose commit made the version a multiple of OPTIMIZE_EVERY, which LanceDB's
+commit protocol gives to exactly one writer.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import secrets
 import threading
@@ -54,6 +57,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPTIMIZE_EVERY = 50  # table versions; many small appends slow reads until compaction
+# How coarse a file system's timestamps may be: a commit within this of the last change may
+# leave the manifest directory's mtime as it was (FAT keeps 2 s; ext4 a clock tick).
+CHANGE_MARGIN_NS = 2_000_000_000
 KEEP_VERSIONS = timedelta(hours=1)  # how long compaction keeps older versions, locally
 KEEP_REMOTE_VERSIONS = timedelta(minutes=10)  # and on object storage
 WRITE_ATTEMPTS = 6
@@ -86,6 +92,9 @@ class InsightTable:
         self._meta: dict[str, str] = {}
         self._snapshot: Snapshot | None = None
         self._written = 0  # on object storage: the version of this process's last write
+        # Locally: the manifest directory's (inode, mtime) at the last version check, and
+        # the time just before that check.
+        self._checked: tuple[tuple[int, int], int] | None = None
         self._last_optimized = 0
         self.created = False  # whether opening created a new, empty store
 
@@ -240,9 +249,27 @@ class InsightTable:
             if self.local is None:
                 if current is None or current.version < self._written:
                     current = self._snapshot = self._load(None)
-            elif current is None or current.version != table.version:
+            elif current is None or (not self._unchanged() and current.version != table.version):
                 current = self._snapshot = self._load(table.version)
             return current
+
+    def _unchanged(self) -> bool:
+        """Whether no commit can have landed since the last version check, from one stat of
+        the manifest directory (see the module docstring); if not sure, record this check
+        (the caller asks LanceDB next)."""
+        assert self.local is not None
+        now = time.time_ns()
+        try:
+            found = os.stat(self.local / f"{TABLE}.lance" / "_versions")
+        except OSError:
+            self._checked = None
+            return False
+        stamp = (found.st_ino, found.st_mtime_ns)
+        checked = self._checked
+        if checked is not None and checked[0] == stamp and checked[1] - stamp[1] > CHANGE_MARGIN_NS:
+            return True
+        self._checked = (stamp, now)
+        return False
 
     @property
     def loaded(self) -> Snapshot | None:
