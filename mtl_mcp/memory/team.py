@@ -238,7 +238,7 @@ class TeamPool:
     def _merge(self, target: str, row: dict[str, Any], me: str) -> None:
         """One more member behind `target`: support + 1, the row's labels and projects."""
         draft = InsightDraft.model_validate({k: row[k] for k in InsightDraft.model_fields})
-        values = merge_sql(draft, Provenance())
+        values = merge_sql(1, draft.tags, draft.languages, Provenance())
         values["projects"] = union_sql("projects", row["projects"])
         values[SHARED_BY] = f"array_append(coalesce({SHARED_BY}, make_array()), {sql_string(me)})"
         # The guard keeps a member from counting twice, even when two of its processes race.

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -322,16 +322,19 @@ class InsightTable:
     # -- writing -----------------------------------------------------------------------------
 
     def write(
-        self, action: Callable[[Table], T], patch: Callable[[Snapshot], Snapshot] | None = None
+        self,
+        action: Callable[[Table], T],
+        patch: Callable[[Snapshot], Snapshot] | None = None,
+        exclusive: bool = False,
     ) -> T:
         """Run one write with retries on commit conflicts, then compact now and then.
 
         `patch` makes the in-memory snapshot with the same change: when this write is the only
         one since the snapshot was read, the patched copy replaces a full reload (readers of
-        the old one keep theirs).
+        the old one keep theirs). `exclusive`: no other process writes meanwhile.
         """
         table = self.open()
-        with self._writing, store_lock(self.local):
+        with self._writing, store_lock(self.local, exclusive=exclusive):
             result = self._attempt(table, action)
             with self._lock:
                 snapshot, after = self._snapshot, table.version
@@ -384,34 +387,58 @@ class InsightTable:
             return 0
         vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
 
-        def insert(table: Table) -> Any:
+        def insert(table: Table) -> int:
+            schema = table.schema
             # The columns as of now, under the store lock: a re-embedding may have swapped
             # them since the caller embedded (it retries, with the new model).
-            found = vector_model(table.schema, self._meta)
+            found = vector_model(schema, self._meta)
             if model is not None and found != model:
                 raise StoreBusy(f"the store's vectors moved to {found!r} meanwhile: retry")
-            data = pa.Table.from_pylist(rows, schema=table.schema)
+            data = pa.Table.from_pylist(rows, schema=schema)
+            # While a re-embedding runs, a new row has no new vector yet (null: a later batch
+            # embeds it); otherwise a bad vector is an error.
+            unfilled: Literal["null", "error"] = "null" if NEXT_VECTOR in schema.names else "error"
+            if self._appendable(table, rows):
+                table.add(data, on_bad_vectors=unfilled)
+                return len(rows)
             builder = table.merge_insert("id").when_not_matched_insert_all()
-            return builder.execute(data, on_bad_vectors=_unfilled(table))
+            return int(builder.execute(data, on_bad_vectors=unfilled).num_inserted_rows)
 
-        result = self.write(
+        return self.write(
             insert,
             patch=lambda snapshot: snapshot.appended(
                 pa.Table.from_pylist(rows, schema=snapshot.rows.schema), vectors
             ),
+            exclusive=self.local is not None,
         )
-        return int(result.num_inserted_rows)
+
+    def _appendable(self, table: Table, rows: list[dict[str, Any]]) -> bool:
+        """Whether `rows` can simply be appended (a merge_insert reads every stored id to find
+        the new ones: 40 of a record's 60 ms at 10k rows). Only in a local directory, under
+        the exclusive store lock, with the snapshot at the latest version and holding none of
+        their ids; on object storage, no lock keeps other machines out."""
+        snapshot = self._snapshot
+        ids = {row["id"] for row in rows}
+        return (
+            self.local is not None
+            and snapshot is not None
+            and len(ids) == len(rows)
+            and not any(i in snapshot.positions for i in ids)
+            and snapshot.version == table.version
+        )
 
     def rewrite(self, row: dict[str, Any]) -> None:
         """Replace the stored row with `row`'s id by `row`, vector and all (an edit). The
         snapshot is read afresh afterwards: its texts and vectors changed in place."""
-        self.write(
-            lambda t: (
-                t.merge_insert("id")
-                .when_matched_update_all()
-                .execute(pa.Table.from_pylist([row], schema=t.schema), on_bad_vectors=_unfilled(t))
-            )
-        )
+
+        def rewrite(table: Table) -> Any:
+            schema = table.schema
+            data = pa.Table.from_pylist([row], schema=schema)
+            unfilled: Literal["null", "error"] = "null" if NEXT_VECTOR in schema.names else "error"
+            builder = table.merge_insert("id").when_matched_update_all()
+            return builder.execute(data, on_bad_vectors=unfilled)
+
+        self.write(rewrite)
 
     def read(
         self, where: str, columns: list[str], limit: int | None = None
@@ -503,12 +530,6 @@ class InsightTable:
         with self._lock:
             self._table = None
             self._snapshot = None
-
-
-def _unfilled(table: Table) -> str:
-    """How a write treats a null vector: while a re-embedding runs, a row written has no new
-    vector yet (null: a later batch embeds it); otherwise a bad vector is an error."""
-    return "null" if NEXT_VECTOR in table.schema.names else "error"
 
 
 def _follow_latest(table: Table) -> None:
