@@ -94,7 +94,7 @@ class Recording(Reading):
                 plan.raced(stored, results)
             # After the insert: a target may be a new row.
             for targets, sql in ingest.merge_updates(plan.merges, provenance):
-                self.table.update(ids_predicate(targets), sql)
+                self.table.update_rows(ids_predicate(targets), sql)
         self._changed()
         return results
 

@@ -160,6 +160,16 @@ class Snapshot:
         )
         return self._carrying(grown, rows.take(new))
 
+    def with_rows(self, changed: pa.Table) -> Snapshot:
+        """This snapshot with some of its rows replaced by `changed` (the same ids, read back
+        after an update that left their texts, status and ratings as they were)."""
+        positions = [self.positions[i] for i in changed.column("id").to_pylist()]
+        index = np.arange(len(self), dtype=np.int64)
+        index[positions] = len(self) + np.arange(len(positions))
+        both = pa.concat_tables([self.rows, changed.select(self.rows.column_names)])
+        rows = both.cast(self.rows.schema).take(pa.array(index)).combine_chunks()
+        return self._carrying(replace(self, rows=rows, _project_masks={}))
+
     def same_rows(self) -> Snapshot:
         """This snapshot for a write that changed none of what it holds (new vectors in a
         column it does not read: `reembed.fill`)."""

@@ -379,21 +379,16 @@ class InsightTable:
             return True
         return False
 
-    def insert(self, rows: list[dict[str, Any]], model: str | None = None) -> int:
+    def insert(self, rows: list[dict[str, Any]]) -> int:
         """Insert rows whose ids are new; an id already present (another writer) is kept.
         The in-memory snapshot gains them too, when no other writer came between. Returns
-        how many rows were inserted. `model`: the one their vectors are from, checked."""
+        how many rows were inserted."""
         if not rows:
             return 0
         vectors = np.asarray([row["vector"] for row in rows], dtype=np.float32)
 
         def insert(table: Table) -> int:
             schema = table.schema
-            # The columns as of now, under the store lock: a re-embedding may have swapped
-            # them since the caller embedded (it retries, with the new model).
-            found = vector_model(schema, self._meta)
-            if model is not None and found != model:
-                raise StoreBusy(f"the store's vectors moved to {found!r} meanwhile: retry")
             data = pa.Table.from_pylist(rows, schema=schema)
             # While a re-embedding runs, a new row has no new vector yet (null: a later batch
             # embeds it); otherwise a bad vector is an error.
@@ -461,6 +456,20 @@ class InsightTable:
     ) -> None:
         """An SQL update of the rows matching `where` (increments stay atomic)."""
         self.write(lambda t: t.update(where=where, values_sql=values_sql), patch)
+
+    def update_rows(self, where: str, values_sql: dict[str, str]) -> None:
+        """`update`, for a change that leaves the rows' texts, status and ratings as they were
+        (a merge: support, labels, projects): the changed rows are read back into the
+        snapshot, instead of a reload of every row (~140 ms at 10k) at the next read."""
+        table = self.open()
+
+        def reread(snapshot: Snapshot) -> Snapshot:
+            columns = snapshot.rows.column_names
+            query = table.search().where(where).select(columns).limit(None)
+            with lance_errors(f"reading the store at {self.uri}", "retry"):
+                return snapshot.with_rows(query.to_arrow())
+
+        self.update(where, values_sql, reread)
 
     def delete(self, where: str) -> None:
         self.write(lambda t: t.delete(where))
