@@ -50,7 +50,7 @@ from mcp import StdioServerParameters
 from mcp.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import PLANS, fill_store, generated_insights, rss_mb
+from benchmark import PLANS, fill_store, generated_insights, rss_mb, timed_import
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -252,22 +252,8 @@ async def writes_worker(home: Path, reps: int) -> dict[str, Any]:
     source = home / "import.jsonl"
     home.mkdir(parents=True, exist_ok=True)
     source.write_text("\n".join(json.dumps(r) for r in generated_insights(count)) + "\n")
-    report_file = home / "import-report.json"
     env = {**os.environ, "MTL_MCP_HOME": str(home / "import"), "MTL_MCP_STARTER": "0"}
-    start = time.perf_counter()
-    with report_file.open("w") as out:
-        importer = subprocess.Popen(
-            [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.DEVNULL,
-        )
-        peak = 0.0
-        while importer.poll() is None:
-            peak = max(peak, rss_mb(importer.pid, "VmHWM") or 0.0)
-            time.sleep(0.1)
-    wall = time.perf_counter() - start
-    assert importer.returncode == 0, "the import failed"
+    wall, peak, report = timed_import(source, env, home / "import-report.json")
     writes = []
     items = generated_insights(reps + 1000)[-reps:]
     async with Client(window(tree_of(), home / "calls"), read_timeout_seconds=120) as client:
@@ -280,7 +266,6 @@ async def writes_worker(home: Path, reps: int) -> dict[str, Any]:
             writes.append(time.perf_counter() - started)
             assert not result.is_error, result.content
     stop(home / "calls")
-    report = json.loads(report_file.read_text())
     return {
         "import_per_s": count / wall,
         "import_peak_rss_mb": peak,
