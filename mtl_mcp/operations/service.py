@@ -46,11 +46,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL, Settings
 from mtl_mcp.files import owner_only_dirs
 from mtl_mcp.operations.retiring import alive, note_retiring, retiring_services
 from mtl_mcp.version import __version__
@@ -134,7 +134,10 @@ _FIELDS_0_3 = (  # noqa: SIM905 (a list, 26 lines long)
 
 def fingerprint_0_3(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """The fingerprint 0.3 gave `settings` (every one of its fields, defaults included):
-    where a 0.3 service of the same configuration listens, to be taken over."""
+    where a 0.3 service of the same configuration listens, to be taken over. Its default
+    model was the previous runtime's name, which the default configuration then hashed."""
+    if settings.embed_model == DEFAULT_EMBED_MODEL:
+        settings = replace(settings, embed_model=PREVIOUS_EMBED_MODEL)
     return _identity(settings, _FIELDS_0_3, environ)
 
 
