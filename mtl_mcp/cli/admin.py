@@ -114,6 +114,10 @@ def service(idle_seconds: float | None, key: str | None) -> None:
                    err=True)  # fmt: skip
         return
     from mtl_mcp.server.keeper import MemoryKeeper
+    from mtl_mcp.server.service import retire_predecessors
+
+    # Older releases' services step aside first: the keeper's re-embedding waits for them.
+    retire_predecessors(config)
 
     # The store and the model load while the MCP SDK and the dashboard are imported: the
     # runtime's and LanceDB's native work overlaps those imports (a cold start's first

@@ -35,7 +35,6 @@ from mtl_mcp.server.service import (
     Door,
     Service,
     peer_uid,
-    retire_predecessors,
 )
 from mtl_mcp.version import __version__
 
@@ -56,14 +55,14 @@ def run_service(
     keeper: MemoryKeeper | None = None,
 ) -> None:
     """Serve every window from this process until idle, stopped or replaced; `held` is the
-    data directory's claim, taken (cheaply) before this module's imports. `doors` are other
-    front doors the service runs, by the hello kind that asks for one (the CLI passes the
-    dashboard's: the server layer does not import its siblings); `keeper`, the memory, if the
-    caller made it (and started warming it) already."""
+    data directory's claim, taken (cheaply) before this module's imports, and older releases'
+    services retired (`retire_predecessors`). `doors` are other front doors the service
+    runs, by the hello kind that asks for one (the CLI passes the dashboard's: the server
+    layer does not import its siblings); `keeper`, the memory, if the caller made it (and
+    started warming it) already."""
     logger.info(
         "serving %s (pid %d, version %s)", held.rendezvous.run_dir, os.getpid(), __version__
     )
-    retire_predecessors(settings)
     try:
         anyio.run(serve, Service(settings, held, idle_seconds, doors or {}), keeper)
     finally:

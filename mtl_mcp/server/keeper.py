@@ -25,13 +25,16 @@ from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.memory.listeners import ChangeListeners
 from mtl_mcp.operations.context import refresh_general_context
-from mtl_mcp.operations.service import SESSION_ENV
+from mtl_mcp.operations.retiring import retiring_services
+from mtl_mcp.operations.service import SESSION_ENV, is_older
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
 FLUSH_SECONDS = 2.0
+# How often a re-embedding waiting for an older release's retiring service looks again.
+RETIRING_POLL_SECONDS = 2.0
 BACKGROUND_NICE = 19
 
 
@@ -86,11 +89,21 @@ class MemoryKeeper:
             if self._closing.is_set():
                 return
             lower_priority()  # what follows must never take a core from a recall
-            memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
+            if self._older_services_gone():
+                memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
         except Exception:  # never let the warm-up thread die noisily
             logger.exception("warm-up failed")
+
+    def _older_services_gone(self) -> bool:
+        """Wait until no older release's service still serves its last windows from this data
+        directory: it recalls with the previous runtime, which a finished re-embedding would
+        leave it unable to do. False if this keeper closes first."""
+        while any(is_older(s["version"]) for s in retiring_services(self._settings.home)):
+            if self._closing.wait(RETIRING_POLL_SECONDS):
+                return False
+        return True
 
     async def keep_flushing(self) -> None:
         """Save recall counters every FLUSH_SECONDS, until cancelled."""
