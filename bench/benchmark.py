@@ -364,27 +364,34 @@ def generated_insights(count: int) -> list[dict[str, Any]]:
     return rows
 
 
-def bench_import(work: Path, count: int) -> dict[str, Any]:
-    """`mtl-mcp import` as a user runs it: wall clock, rate and the process's peak RSS."""
-    source = work / "import.jsonl"
-    source.write_text("\n".join(json.dumps(r) for r in generated_insights(count)) + "\n")
-    home = work / "import-home"
-    report_file = work / "import-report.json"
+def timed_import(
+    source: Path, env: dict[str, str], report_file: Path
+) -> tuple[float, float, dict[str, Any]]:
+    """`mtl-mcp import SOURCE --json` in a child process with `env`: its wall time (s), peak
+    RSS (MB) and report (kept in `report_file`)."""
     start = time.perf_counter()
     with report_file.open("w") as report_out:  # a file, not a pipe nobody reads while polling
         importer = subprocess.Popen(
             [sys.executable, "-m", "mtl_mcp", "import", str(source), "--json"],
-            env={**os.environ, **server_env(home)},
+            env=env,
             stdout=report_out,
             stderr=subprocess.DEVNULL,
         )
         peak = 0.0
         while importer.poll() is None:
             peak = max(peak, rss_mb(importer.pid, "VmHWM") or 0.0)
-            time.sleep(0.2)
+            time.sleep(0.1)
     wall = time.perf_counter() - start
     assert importer.returncode == 0, f"the import failed ({importer.returncode})"
-    report = json.loads(report_file.read_text())
+    return wall, peak, json.loads(report_file.read_text())
+
+
+def bench_import(work: Path, count: int) -> dict[str, Any]:
+    """`mtl-mcp import` as a user runs it: wall clock, rate and the process's peak RSS."""
+    source = work / "import.jsonl"
+    source.write_text("\n".join(json.dumps(r) for r in generated_insights(count)) + "\n")
+    env = {**os.environ, **server_env(work / "import-home")}
+    wall, peak, report = timed_import(source, env, work / "import-report.json")
     return {
         "insights": count,
         "stored": report.get("stored"),

@@ -814,6 +814,114 @@ def trial_overhead() -> str:
     )
 
 
+# Issue 27's speed targets (benchmarks, retrieval) ------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def speed() -> str:
+    run = result("speed")
+    emb, stdio, load, cold = run["embedding"], run["stdio"], run["load"], run["cold"]
+    memory, writes = run["memory"], run["writes"]
+    plan = emb["after_over_before"]["plan_p50_ms"]
+    quality = emb["quality"]
+    drift = max(
+        abs(quality["after"][key] - quality["before"][key]) for key in ("p_at_3", "hit_at_3")
+    )
+    after_stdio = stdio["after"]["stdio_over_in_process"]
+    before_stdio = stdio["before"]["stdio_over_in_process"]
+    busy = load["after"]["busy_over_idle"]
+    first = cold["after"]["first_over_bare_plus_warm"]
+    killed = cold["after_kill_over_cold_first_before"]
+    total = memory["after"]["total_4_windows_10k_mb"]
+    big = memory["after"]["service_100k_mb"]
+    imports, calls = writes["import_after_over_before"], writes["writes_after_over_before"]
+    peak = writes["after"]["import_peak_rss_mb"]
+    rows = [
+        [
+            "1. plan embedding, after / before (wall p50; CPU)",
+            "<= 0.5x, P@3 and hit@3 within 0.01",
+            f"**{num(plan, 2)}x**; CPU {num(emb['after_over_before']['plan_cpu_p50_ms'], 2)}x;"
+            f" P@3 / hit@3 moved {num(drift, 3)}",
+            verdict(plan <= 0.5 and drift <= 0.01),
+        ],
+        [
+            "2. recall at 10k over stdio / in process",
+            "<= 1.15x",
+            f"**{num(after_stdio, 2)}x** (before {num(before_stdio, 2)}x)",
+            verdict(after_stdio <= 1.15),
+        ],
+        [
+            "3. recall p50 with two CPU-bound neighbours / without",
+            "<= 2x",
+            f"**{num(busy, 2)}x** (before {num(load['before']['busy_over_idle'], 2)}x); busy"
+            f" recall after / before {num(load['busy_p50_after_over_before'], 2)}x",
+            "not shown: the phase without neighbours was not idle (below)",
+        ],
+        [
+            "4a. first recall of a new window, no service / (bare handshake + warm recall)",
+            "<= 1.3x",
+            f"**{num(first, 2)}x** (before {num(cold['before']['first_over_bare_plus_warm'], 2)}x)",
+            verdict(first <= 1.3),
+        ],
+        [
+            "4b. first recall after kill -9 of the service / the cold first recall before",
+            "<= 0.5x",
+            f"**{num(killed, 2)}x**",
+            verdict(killed <= 0.5),
+        ],
+        [
+            "5. RSS of 4 windows and the service at 10k; the service at 100k",
+            "<= 420 MB; <= 600 MB",
+            f"**{num(total)} MB** (before {num(memory['before']['total_4_windows_10k_mb'])});"
+            f" **{num(big)} MB** (before {num(memory['before']['service_100k_mb'])})",
+            verdict(total <= 420 and big <= 600),
+        ],
+        [
+            f"6. `mtl-mcp import` of {num(sum(writes['after']['imported'].values()))} insights;"
+            " one record_session per call",
+            ">= 5x, peak <= 600 MB; >= 3x",
+            f"**{num(imports, 2)}x** ({num(writes['before']['import_per_s'])} ->"
+            f" {num(writes['after']['import_per_s'])} /s), peak {num(peak)} MB;"
+            f" **{num(calls, 2)}x** ({num(writes['before']['writes_per_s'], 1)} ->"
+            f" {num(writes['after']['writes_per_s'], 1)} /s)",
+            verdict(imports >= 5 and peak <= 600 and calls >= 3),
+        ],
+    ]
+    return table(["issue 27 target", "asked", "measured in one run", "verdict"], rows)
+
+
+def speed_embedding() -> str:
+    emb = result("speed")["embedding"]
+    runtimes, quality = emb["runtimes"], emb["quality"]
+    rows = [
+        [
+            label,
+            f"{num(runtimes[key]['plan_p50_ms'], 1)} ms",
+            f"{num(runtimes[key]['plan_cpu_p50_ms'], 1)} ms",
+            " / ".join(num(quality[key][m], 3) for m in ("p_at_3", "hit_at_3", "mrr")),
+        ]
+        for key, label in (
+            ("before", "8-bit MatMulNBits rewrite (`all-MiniLM-L6-v2-int8`)"),
+            ("after", "integer GEMMs (`all-MiniLM-L6-v2-int8-r2`)"),
+        )
+    ]
+    ratio = emb["after_over_before"]
+    rows.append(
+        [
+            "after / before",
+            f"**{num(ratio['plan_p50_ms'], 2)}x** (p10 {num(ratio['plan_p10_ms'], 2)}x)",
+            f"{num(ratio['plan_cpu_p50_ms'], 2)}x",
+            f"cosine between the two >= {num(emb['vectors']['cosine_min'], 5)} over"
+            f" {emb['vectors']['texts']} texts; same top 3 for {emb['same_top3']} of"
+            f" {emb['queries']} plans",
+        ]
+    )
+    return table(["runtime", "3-sentence plan, wall p50", "CPU p50", "P@3 / hit@3 / MRR"], rows)
+
+
 FIGURES: dict[str, Callable[[], str]] = {
     "headline": headline,
     "benchmarks": benchmarks,
@@ -838,6 +946,8 @@ FIGURES: dict[str, Callable[[], str]] = {
     "team": team,
     "dashboard": dashboard,
     "trial-overhead": trial_overhead,
+    "speed": speed,
+    "speed-embedding": speed_embedding,
 }
 
 

@@ -16,7 +16,10 @@ from typing import Any, Literal, get_args
 
 from mtl_mcp.errors import ConfigError
 
-DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
+DEFAULT_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8-r2"
+# The default model's runtime before 0.4 (its vectors differ by up to 4e-4 in cosine): a
+# store it made is re-embedded in the background on upgrade (`memory.upgrade`).
+PREVIOUS_EMBED_MODEL = "mtl-mcp/all-MiniLM-L6-v2-int8"
 DEFAULT_DISTILL_MODEL = "claude-haiku-5-5"
 HOME_ENV = "MTL_MCP_HOME"
 # The relevance gate's threshold for what is put before a model unasked: the one

@@ -68,11 +68,19 @@ def writing(path: Path) -> Iterator[None]:
         raise
 
 
+def owner_only_dirs(path: Path) -> None:
+    """Create `path` and its missing parents, each 0700 (OSError if that cannot be).
+    mkdir(parents=True) gives the parents the umask's mode, 0755 under 022: the data dir
+    itself, when one of its subdirectories is the first thing made."""
+    for directory in reversed([path, *(p for p in path.parents if not p.is_dir())]):
+        directory.mkdir(exist_ok=True, mode=0o700)
+
+
 def private_dir(path: Path) -> Path:
     """Create `path` and its missing parents, owner-only; our error if that cannot be."""
     if not path.is_dir():
         with writing(path):
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            owner_only_dirs(path)
     return path
 
 

@@ -42,6 +42,19 @@ def test_subfolders_resolve_to_the_git_root(tmp_path: Path) -> None:
     assert resolve_project(deep).id == "gitlab.example.com/team/tool"
 
 
+def test_a_remembered_identity_follows_a_new_repository_and_a_new_remote(tmp_path: Path) -> None:
+    """resolve_project remembers its answers (a server asks on every call), yet a folder that
+    becomes a repository, or a repository that gains a remote, resolves anew."""
+    folder = tmp_path / "tool"
+    (folder / "src").mkdir(parents=True)
+    assert resolve_project(folder / "src").id == str(folder / "src")
+    make_repo(folder)
+    assert resolve_project(folder / "src").id == str(folder)
+    config = folder / ".git" / "config"
+    config.write_text(config.read_text() + '[remote "origin"]\n\turl = git@host:org/tool.git\n')
+    assert resolve_project(folder / "src").id == "host/org/tool"
+
+
 def test_worktree_gitdir_file_is_followed(tmp_path: Path) -> None:
     """A linked worktree (a .git file) finds the main repository's remote."""
     main = make_repo(tmp_path / "main", "https://github.com/acme/api.git")

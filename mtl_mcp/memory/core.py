@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Self
 
-from mtl_mcp.config import Settings, load_settings
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL, Settings, load_settings
 from mtl_mcp.errors import (
     ConfigError,
     EmbeddingError,
@@ -81,18 +81,41 @@ class MemoryCore(ABC):
 
     @property
     def embedder(self) -> Embedder:
-        """The embedding model (loaded on first use)."""
-        if self._embedder is None:
-            self._embedder = get_embedder(self.settings)
-        return self._embedder
+        """The model the store's vectors are from (loaded on first use): the configured one
+        or, while a store the previous default runtime made is re-embedded in the background
+        (`upgrade_vectors`), that runtime, for queries and writes alike."""
+        if self._embedder is not None:
+            return self._embedder
+        if self._upgrading():
+            return get_embedder(self.settings, PREVIOUS_EMBED_MODEL)
+        return self._configured()
+
+    def _upgrading(self) -> bool:
+        """Whether the store's vectors (as last read) are the previous default runtime's and
+        the configuration asks for the current one: `upgrade_vectors` moves them."""
+        loaded = self.table.loaded
+        return (
+            self._embedder is None
+            and self.settings.embed_model == DEFAULT_EMBED_MODEL
+            and loaded is not None
+            and loaded.model == PREVIOUS_EMBED_MODEL
+        )
+
+    def _configured(self) -> Embedder:
+        """The configured model (`embedder` follows the store's)."""
+        return self._embedder or get_embedder(self.settings)
 
     def _model_info(self) -> tuple[str, int]:
-        return self.embedder.name, self.embedder.dim
+        """The configured model's name and dimension, for a new store."""
+        configured = self._configured()
+        return configured.name, configured.dim
 
     @property
     def _model_name(self) -> str:
         """The embedding model's name, without loading it for that."""
-        return self._embedder.name if self._embedder is not None else self.settings.embed_model
+        if self._embedder is not None:
+            return self._embedder.name
+        return PREVIOUS_EMBED_MODEL if self._upgrading() else self.settings.embed_model
 
     @property
     def meta(self) -> dict[str, str]:
@@ -123,8 +146,8 @@ class MemoryCore(ABC):
         return self._personal.snapshot()
 
     def _check_model(self) -> None:
-        self._snapshot()  # a reindex by another process changes the model: see it first
-        stored = self.table.meta.get("embed_model")
+        # A reindex or re-embedding by another process changes the model: see it first.
+        stored = self._snapshot().model
         if stored and stored != self.embedder.name:
             raise EmbeddingError(
                 f"this store was built with embedding model {stored!r} but {self.embedder.name!r} "

@@ -193,13 +193,36 @@ def union_sql(column: str, values: Sequence[str]) -> str:
     )
 
 
-def merge_sql(draft: InsightDraft, provenance: Provenance) -> dict[str, str]:
-    """support + 1 and the union of tags, languages and projects, as one atomic SQL update."""
+def merge_updates(
+    merges: Sequence[tuple[str, InsightDraft]], provenance: Provenance
+) -> list[tuple[list[str], dict[str, str]]]:
+    """The merges of one batch as few SQL updates as can be: each target's drafts together
+    (support + their number, the union of their labels), targets with the same change in
+    one update. An import's merges were one commit each: 5,291 of them at 10k insights."""
+    drafts: dict[str, list[InsightDraft]] = {}
+    for target, draft in merges:
+        drafts.setdefault(target, []).append(draft)
+    groups: dict[tuple[int, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for target, mine in drafts.items():
+        tags = tuple(dict.fromkeys(t for d in mine for t in d.tags))
+        languages = tuple(dict.fromkeys(lang for d in mine for lang in d.languages))
+        groups.setdefault((len(mine), tags, languages), []).append(target)
+    return [
+        (targets, merge_sql(count, tags, languages, provenance))
+        for (count, tags, languages), targets in groups.items()
+    ]
+
+
+def merge_sql(
+    count: int, tags: Sequence[str], languages: Sequence[str], provenance: Provenance
+) -> dict[str, str]:
+    """support + count and the union of tags, languages and projects, as one atomic SQL
+    update."""
     return {
-        "support": "support + 1",
+        "support": f"support + {count}",
         "updated_at": f"arrow_cast({sql_string(datetime.now(UTC).isoformat())}, "
         "'Timestamp(Microsecond, Some(\"UTC\"))')",
-        "tags": union_sql("tags", draft.tags),
-        "languages": union_sql("languages", draft.languages),
+        "tags": union_sql("tags", tags),
+        "languages": union_sql("languages", languages),
         "projects": union_sql("projects", [provenance.project] if provenance.project else []),
     }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
+import numpy.typing as npt
 
 from mtl_mcp.index.bm25 import Bm25Index, CorpusStatistics, LooseDocuments, query_terms
 from mtl_mcp.index.embedder import Vector
@@ -234,16 +234,18 @@ def _keyword_scores(pools: Sequence[Pool], plan: str) -> list[Floats]:
     ]
 
 
-def _ids_at(pools: Sequence[Pool], owner: Indices, row: Indices, at: Indices) -> list[str]:
+def _ids_at(
+    pools: Sequence[Pool], owner: Indices, row: Indices, at: Indices
+) -> npt.NDArray[np.str_]:
     """The ids of the candidates at positions `at` of the concatenated (owner, row) lists."""
-    found = [""] * len(at)
+    if len(pools) == 1:
+        return pools[0].snapshot.ids[row[at]]
+    owners, rows = owner[at], row[at]
+    found = np.empty(len(at), dtype=object)
     for number, pool in enumerate(pools):
-        where = np.flatnonzero(owner[at] == number)
-        if len(where):
-            ids = pool.snapshot.rows.column("id").take(pa.array(row[at][where])).to_pylist()
-            for n, insight in zip(where, ids, strict=True):
-                found[n] = insight
-    return found
+        mine = owners == number
+        found[mine] = pool.snapshot.ids[rows[mine]]
+    return found.astype(str)
 
 
 def _records(pools: Sequence[Pool], owner: Indices, row: Indices) -> list[dict[str, Any]]:

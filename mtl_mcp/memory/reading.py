@@ -39,6 +39,7 @@ from mtl_mcp.schemas import (
     Source,
     too_long,
 )
+from mtl_mcp.storage import reembed
 from mtl_mcp.storage.schema import SCHEMA_VERSION
 from mtl_mcp.text.redact import redact
 
@@ -296,16 +297,24 @@ class Reading(MemoryCore):
     def stats(self) -> dict[str, Any]:
         """Counts by domain, category, polarity and project, with the store's model and
         paths, and the loop's figures (recalls by trigger, sessions, verdicts)."""
-        numbers = queries.counts(self._snapshot())
+        snapshot = self._snapshot()
+        numbers = queries.counts(snapshot)
         meta = self.table.meta
         result = {
             **numbers,
-            "embed_model": meta.get("embed_model"),
+            "embed_model": snapshot.model or meta.get("embed_model"),
             "schema_version": int(meta.get("schema_version", SCHEMA_VERSION)),
             "data_dir": str(self.settings.home),
             "store_uri": self.settings.store_uri,
             "loop": self.loop.ledger.figures(),
         }
+        if self._upgrading():
+            done, total = reembed.progress(self.table)
+            result["reembedding"] = {
+                "model": self.settings.embed_model,
+                "done": done,
+                "total": total,
+            }
         if self.team is not None:
             team = self.team.snapshot()
             counts = queries.counts(team) if team is not None else None

@@ -21,7 +21,7 @@ from mtl_mcp.schemas import (
     Provenance,
     RecordResult,
 )
-from mtl_mcp.storage.schema import ids_predicate, sql_string
+from mtl_mcp.storage.schema import ids_predicate
 from mtl_mcp.text.lint import lint
 from mtl_mcp.text.starter import starter_drafts
 
@@ -92,9 +92,9 @@ class Recording(Reading):
             if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
                 stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
                 plan.raced(stored, results)
-            for target, draft in plan.merges:  # after the insert: the target may be a new row
-                sql = ingest.merge_sql(draft, provenance)
-                self.table.update(f"id = {sql_string(target)}", sql)
+            # After the insert: a target may be a new row.
+            for targets, sql in ingest.merge_updates(plan.merges, provenance):
+                self.table.update_rows(ids_predicate(targets), sql)
         self._changed()
         return results
 

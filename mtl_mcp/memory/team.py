@@ -38,7 +38,13 @@ from mtl_mcp.memory.queries import Pool
 from mtl_mcp.memory.sharing import Ready, keyed_hash, team_row
 from mtl_mcp.memory.tier import Tier
 from mtl_mcp.schemas import Insight, InsightDraft, Provenance, ShareResult
-from mtl_mcp.storage.schema import PROJECT_SALT, SHARED_BY, ids_predicate, sql_string
+from mtl_mcp.storage.schema import (
+    PROJECT_SALT,
+    SHARED_BY,
+    ids_predicate,
+    row_columns,
+    sql_string,
+)
 from mtl_mcp.storage.snapshot import Mask, Snapshot
 from mtl_mcp.storage.table import InsightTable, ModelInfo
 
@@ -139,7 +145,7 @@ class TeamPool:
         """Every insight in the pool this member shared, read from the pool now."""
         if not self.table.exists():
             return []
-        columns = [name for name in self.table.open().schema.names if name != "vector"]
+        columns = row_columns(self.table.open().schema)
         where = f"array_has({SHARED_BY}, {sql_string(self.member())})"
         rows = self.table.read(where, columns)
         return [Insight.model_validate({**r, "source": "team"}) for r in rows]
@@ -232,7 +238,7 @@ class TeamPool:
     def _merge(self, target: str, row: dict[str, Any], me: str) -> None:
         """One more member behind `target`: support + 1, the row's labels and projects."""
         draft = InsightDraft.model_validate({k: row[k] for k in InsightDraft.model_fields})
-        values = merge_sql(draft, Provenance())
+        values = merge_sql(1, draft.tags, draft.languages, Provenance())
         values["projects"] = union_sql("projects", row["projects"])
         values[SHARED_BY] = f"array_append(coalesce({SHARED_BY}, make_array()), {sql_string(me)})"
         # The guard keeps a member from counting twice, even when two of its processes race.

@@ -19,11 +19,9 @@ from mtl_mcp.errors import (
 from mtl_mcp.index.embedder import Vector
 from mtl_mcp.memory.bookkeeping import Bookkeeping
 from mtl_mcp.memory.recording import IMPORT_BATCH
-from mtl_mcp.schemas import (
-    Insight,
-)
-from mtl_mcp.storage import backup
-from mtl_mcp.storage.locks import store_lock
+from mtl_mcp.schemas import Insight, InsightDraft
+from mtl_mcp.storage import backup, reembed
+from mtl_mcp.storage.locks import store_lock, try_store_lock
 from mtl_mcp.storage.schema import ids_predicate
 from mtl_mcp.storage.snapshot import Snapshot
 
@@ -33,6 +31,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
+# Rows per batch of a background re-embedding: well under a second each, so a stop (or the
+# swap, which waits for writers) never waits long.
+REEMBED_BATCH = 64
 
 
 class Upkeep(Bookkeeping):
@@ -47,20 +48,73 @@ class Upkeep(Bookkeeping):
         ):  # writes meanwhile would be overwritten
             backup.make_backup(self.settings, "reindex")  # the overwrite replaces every vector
             rows = self.table.rows_without_vectors()
+            embedder = self._configured()
             vectors: list[Vector] = []
             for start in range(0, len(rows), IMPORT_BATCH):
                 batch = rows[start : start + IMPORT_BATCH]
                 texts = [Insight.model_validate(r).embedding_text() for r in batch]
-                vectors.extend(self.embedder.embed_documents(texts))
+                vectors.extend(embedder.embed_documents(texts))
                 if progress:
                     progress(len(batch))
             self.table.replace(
                 [{**r, "vector": v.tolist()} for r, v in zip(rows, vectors, strict=True)],
-                self.embedder.name,
-                self.embedder.dim,
+                embedder.name,
+                embedder.dim,
             )
         self.reembed_verdicts()
         return len(rows)
+
+    def upgrade_vectors(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+        batch: int = REEMBED_BATCH,
+    ) -> bool:
+        """Re-embed, batch by batch, a store the previous default runtime made with the
+        configured one, while recall goes on answering from the old vectors with the old
+        runtime (`storage.reembed`); then swap them in one commit and re-embed the session
+        verdicts' plans. A server does it in the background after its warm-up.
+
+        Resumable: `stop()` is asked between batches, and a stop or a crash loses nothing.
+        `progress(done, total)` after each batch. One process at a time does it: the others
+        return at once. Returns whether the store's vectors are the configured model's."""
+        self._snapshot()
+        if not self._upgrading():
+            if reembed.leftover(self.table):  # a swap cut short before its cleanup
+                reembed.tidy(self.table)
+            return self._snapshot().model == self._model_name
+        target = self._configured()
+        with try_store_lock(self.settings.local_store, ".reembed.lock") as mine:
+            if not mine:
+                return False
+            reembed.begin(self.table, target.name, target.dim)
+            done, total = reembed.progress(self.table)
+            logger.info("re-embedding %d insights with %s: %d done", total, target.name, done)
+            while not (stop and stop()):
+                rows = reembed.pending(self.table, batch)
+                if rows:
+                    texts = [
+                        InsightDraft.model_construct(
+                            **{c: row[c] for c in reembed.TEXT_COLUMNS}
+                        ).embedding_text()
+                        for row in rows
+                    ]
+                    reembed.fill(self.table, rows, target.embed_documents(texts))
+                    done = min(done + len(rows), total)
+                    if progress:
+                        progress(done, total)
+                    continue
+                with self._lock:  # no record of this process embeds across the swap
+                    if reembed.finish(self.table):
+                        break
+            else:
+                logger.info("re-embedding stopped at %d of %d; it goes on next time", done, total)
+                return False
+        self._snapshot()
+        count = self.reembed_verdicts()
+        logger.info("re-embedded the store with %s, and %d verdicts", target.name, count)
+        self._changed()
+        return True
 
     def reembed_verdicts(self, progress: Callable[[int], None] | None = None) -> int:
         """Embed again with the configured model the plans of the session verdicts that

@@ -80,9 +80,14 @@ def _store(settings: Settings) -> Check:
         memory.close()
     detail = (
         f"{settings.store_uri}: {numbers['total']} active insights, "
-        f"schema {meta.get('schema_version')}, model {meta.get('embed_model')}"
+        f"schema {meta.get('schema_version')}, model {numbers['embed_model']}"
     )
-    if meta.get("embed_model") != settings.embed_model:
+    if moving := numbers.get("reembedding"):
+        detail += (
+            f"; re-embedding with {moving['model']}: {moving['done']} of {moving['total']} done "
+            "(a running server goes on in the background; `mtl-mcp reindex` finishes it now)"
+        )
+    elif numbers["embed_model"] != settings.embed_model:
         return Check(
             name="store",
             ok=False,

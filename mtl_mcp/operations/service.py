@@ -45,11 +45,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mtl_mcp.config import Settings
+from mtl_mcp.config import DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL, Settings
+from mtl_mcp.files import owner_only_dirs
 from mtl_mcp.operations.retiring import alive, note_retiring, retiring_services
 from mtl_mcp.version import __version__
 
@@ -132,7 +133,10 @@ _FIELDS_0_3 = (  # noqa: SIM905 (a list, 26 lines long)
 
 def fingerprint_0_3(settings: Settings, environ: Mapping[str, str] | None = None) -> str:
     """The fingerprint 0.3 gave `settings` (every one of its fields, defaults included):
-    where a 0.3 service of the same configuration listens, to be taken over."""
+    where a 0.3 service of the same configuration listens, to be taken over. Its default
+    model was the previous runtime's name, which the default configuration then hashed."""
+    if settings.embed_model == DEFAULT_EMBED_MODEL:
+        settings = replace(settings, embed_model=PREVIOUS_EMBED_MODEL)
     return _identity(settings, _FIELDS_0_3, environ)
 
 
@@ -310,7 +314,7 @@ def open_session(
 def spawn_service(settings: Settings, rendezvous: Rendezvous) -> subprocess.Popen[bytes]:
     """Start `mtl-mcp service` fully detached (it outlives the window that started it),
     with this process's environment: so it is configured, and fingerprinted, like it."""
-    rendezvous.log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    owner_only_dirs(rendezvous.log_file.parent)
     log = os.open(rendezvous.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     # A window's own context must not become the service's: it serves every window.
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_PROJECT_DIR",)}
@@ -336,7 +340,7 @@ def spawn_service(settings: Settings, rendezvous: Rendezvous) -> subprocess.Pope
 @contextlib.contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """A blocking exclusive flock on `path` (created 0600 in a 0700 folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    owner_only_dirs(path.parent)  # the data dir too, when this makes it (`mtl-mcp add`)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -425,7 +429,7 @@ def start_in_background(settings: Settings) -> None:
     if _holds_lock(rendezvous):
         return
     try:
-        rendezvous.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner_only_dirs(rendezvous.run_dir)
         fd = os.open(rendezvous.spawn_lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return

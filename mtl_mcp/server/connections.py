@@ -35,7 +35,6 @@ from mtl_mcp.server.service import (
     Door,
     Service,
     peer_uid,
-    retire_predecessors,
 )
 from mtl_mcp.version import __version__
 
@@ -49,28 +48,33 @@ _GONE = (
 
 
 def run_service(
-    settings: Settings, held: Claim, idle_seconds: float, doors: Mapping[str, Door] | None = None
+    settings: Settings,
+    held: Claim,
+    idle_seconds: float,
+    doors: Mapping[str, Door] | None = None,
+    keeper: MemoryKeeper | None = None,
 ) -> None:
     """Serve every window from this process until idle, stopped or replaced; `held` is the
-    data directory's claim, taken (cheaply) before this module's imports. `doors` are other
-    front doors the service runs, by the hello kind that asks for one (the CLI passes the
-    dashboard's: the server layer does not import its siblings)."""
+    data directory's claim, taken (cheaply) before this module's imports, and older releases'
+    services retired (`retire_predecessors`). `doors` are other front doors the service
+    runs, by the hello kind that asks for one (the CLI passes the dashboard's: the server
+    layer does not import its siblings); `keeper`, the memory, if the caller made it (and
+    started warming it) already."""
     logger.info(
         "serving %s (pid %d, version %s)", held.rendezvous.run_dir, os.getpid(), __version__
     )
-    retire_predecessors(settings)
     raise_open_files_limit()
     try:
-        anyio.run(serve, Service(settings, held, idle_seconds, doors or {}))
+        anyio.run(serve, Service(settings, held, idle_seconds, doors or {}), keeper)
     finally:
         held.release()
         held.listener.close()
         forget_retiring(held.rendezvous.home, os.getpid())  # if it was retiring
 
 
-async def serve(service: Service) -> None:
+async def serve(service: Service, keeper: MemoryKeeper | None = None) -> None:
     """Accept connections until the service should exit; the memory is warmed at once."""
-    keeper = MemoryKeeper(service.settings)
+    keeper = keeper or MemoryKeeper(service.settings)
     server = build_server(service.settings, keeper=keeper)
     # The SDK's own in-process client reaches the low-level server the same way (an upstream
     # TODO makes it public); the serving loop is the public `serve_dual_era_loop`.

@@ -2,8 +2,9 @@
 
 A `MemoryKeeper` owns one memory for a server: it opens the store and loads the model in a
 background thread (in-process: once the handshake is answered; in the service: at start),
-and saves recall counters every couple of seconds. A window's own context (its project, its
-session) travels with its connection, in `WINDOW`.
+then re-embeds a store an older runtime made (`Memory.upgrade_vectors`) at a low CPU
+priority, and saves recall counters every couple of seconds. A window's own context (its
+project, its session) travels with its connection, in `WINDOW`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -25,13 +26,17 @@ from mtl_mcp.config import Settings, return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.memory.listeners import ChangeListeners
 from mtl_mcp.operations.context import refresh_general_context
-from mtl_mcp.operations.service import SESSION_ENV
+from mtl_mcp.operations.retiring import retiring_services
+from mtl_mcp.operations.service import SESSION_ENV, is_older
 
 if TYPE_CHECKING:
     from mtl_mcp.memory import Memory
 
 logger = logging.getLogger(__name__)
 FLUSH_SECONDS = 2.0
+# How often a re-embedding waiting for an older release's retiring service looks again.
+RETIRING_POLL_SECONDS = 2.0
+BACKGROUND_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class MemoryKeeper:
         self._memory = memory
         self._lock = threading.Lock()
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
+        self._closing = threading.Event()
         self.listeners = ChangeListeners()  # the open dashboard's live feed
 
     @property
@@ -83,13 +89,28 @@ class MemoryKeeper:
     def _warm(self) -> None:
         started = time.monotonic()
         try:
-            self.get().warm()
+            memory = self.get()
+            memory.warm()
             return_free_heap()
             logger.info("warm in %.1f s", time.monotonic() - started)
+            if self._closing.is_set():
+                return
+            lower_priority()  # what follows must never take a core from a recall
+            if self._older_services_gone():
+                memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
         except Exception:  # never let the warm-up thread die noisily
             logger.exception("warm-up failed")
+
+    def _older_services_gone(self) -> bool:
+        """Wait until no older release's service still serves its last windows from this data
+        directory: it recalls with the previous runtime, which a finished re-embedding would
+        leave it unable to do. False if this keeper closes first."""
+        while any(is_older(s["version"]) for s in retiring_services(self._settings.home)):
+            if self._closing.wait(RETIRING_POLL_SECONDS):
+                return False
+        return True
 
     async def keep_flushing(self) -> None:
         """Save recall counters every FLUSH_SECONDS, until cancelled."""
@@ -105,7 +126,9 @@ class MemoryKeeper:
                 logger.exception("could not save recall counts")
 
     async def close(self) -> None:
-        """Wait for a warm-up in flight (an import cut short at exit aborts), then close."""
+        """Wait for a warm-up in flight (an import cut short at exit aborts; a re-embedding
+        stops after its batch), then close."""
+        self._closing.set()
         if self._warmer.ident is not None:
             await anyio.to_thread.run_sync(self._warmer.join, 10.0)
         if self._memory is not None:
@@ -121,6 +144,26 @@ class MemoryKeeper:
             finally:
                 tasks.cancel_scope.cancel()
                 await self.close()
+
+
+def lower_priority() -> None:
+    """Give the calling thread (Linux: a thread has its own nice value) the lowest CPU
+    priority, for background work that must never slow a recall down."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not allowed
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+
+
+def _progress_log() -> Callable[[int, int], None]:
+    """A progress callback logging each tenth of the way."""
+    said = [-1]
+
+    def log(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != said[0]:
+            said[0] = tenth
+            logger.info("re-embedding: %d of %d insights", done, total)
+
+    return log
 
 
 def window_session(local: bool) -> str | None:

@@ -29,7 +29,7 @@ from mtl_mcp.errors import InputError, StoreError
 from mtl_mcp.files import private_dir, write_private, writing
 from mtl_mcp.storage.lance import connect, lance_errors, lance_message, rewrite_without
 from mtl_mcp.storage.locks import store_lock
-from mtl_mcp.storage.schema import META_TABLE, TABLE
+from mtl_mcp.storage.schema import META_TABLE, TABLE, VECTOR_COLUMNS
 
 if TYPE_CHECKING:
     from lancedb.db import DBConnection
@@ -73,7 +73,7 @@ def _stamp() -> str:
 def row_matches(row: dict[str, Any], pattern: re.Pattern[str]) -> bool:
     """Whether any text field of a stored row (lists included, vector excluded) matches."""
     for key, value in row.items():
-        if key == "vector":
+        if key in VECTOR_COLUMNS:
             continue
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and pattern.search(v) for v in values):
@@ -299,7 +299,8 @@ def scrub_backups(
             table = db.open_table(TABLE)
             drop = set()
             for batch in table.search().limit(None).to_batches(_BATCH):
-                for row in batch.drop_columns(["vector"]).to_pylist():
+                vectors = [name for name in batch.schema.names if name in VECTOR_COLUMNS]
+                for row in batch.drop_columns(vectors).to_pylist():
                     if row["id"] in ids or (pattern is not None and row_matches(row, pattern)):
                         drop.add(str(row["id"]))
             if not drop:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Collection, Iterator, Mapping
@@ -147,8 +148,31 @@ _SESSION: Any = None
 _SESSION_LOCK = threading.Lock()
 
 
+def _defer_namespace_client() -> None:
+    """Before `import lancedb`: that import then goes without running the `__init__` of the
+    REST namespace client it imports (its generated API classes: 40% of the import time and
+    14 MB) until something asks for one of that package's own names, which a local or an
+    object-store connection never does."""
+    import importlib.util
+
+    name = "lance_namespace_urllib3_client"
+    if name not in sys.modules and (spec := importlib.util.find_spec(name)) is not None:
+        package = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+
+        def __getattr__(attribute: str) -> Any:
+            del package.__dict__["__getattr__"]
+            assert loader is not None
+            loader.exec_module(package)  # its submodules imported so far stay as they are
+            return getattr(package, attribute)
+
+        package.__getattr__ = __getattr__  # type: ignore[method-assign]
+        sys.modules[name] = package
+
+
 def _session() -> Any:
     global _SESSION
+    _defer_namespace_client()
     import lancedb
 
     with _SESSION_LOCK:
@@ -172,6 +196,7 @@ def connect(
     `storage_options` apply to object-store URIs only, over REMOTE_DEFAULTS.
     """
     os.environ.setdefault("LANCEDB_LOG", "error")  # Rust-side warnings would hit stderr per query
+    _defer_namespace_client()
     import lancedb
 
     private_umask()  # LanceDB's own files too: insights are private to their owner

@@ -22,6 +22,12 @@ SHARED_BY = "shared_by"
 # writers inserting one new key at once make one row.
 PRIMARY_KEY = {b"lance-schema:unenforced-primary-key:position": b"1"}
 PROJECT_SALT = "project_salt"
+VECTOR = "vector"
+# While a store is re-embedded (`storage.reembed`): the new vectors, then the replaced ones.
+NEXT_VECTOR = "vector_next"
+PREVIOUS_VECTOR = "vector_prev"
+VECTOR_COLUMNS = frozenset({VECTOR, NEXT_VECTOR, PREVIOUS_VECTOR})
+MODEL_KEY = b"mtl-mcp:embed-model"  # a vector column's field metadata: the model it is from
 
 
 def insight_schema(dim: int, team: bool = False) -> pa.Schema:
@@ -44,7 +50,7 @@ def insight_schema(dim: int, team: bool = False) -> pa.Schema:
             pa.field("status", text),
             pa.field("abstraction_score", pa.float32()),
             pa.field("notes", texts),
-            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field(VECTOR, pa.list_(pa.float32(), dim)),
             *([pa.field(SHARED_BY, texts)] if team else []),
         ]
     )
@@ -61,6 +67,21 @@ META_SCHEMA = pa.schema(
         pa.field("value", pa.string()),
     ]
 )
+
+
+def vector_model(schema: pa.Schema, meta: dict[str, str]) -> str | None:
+    """The model the `vector` column of a table version is from: its field metadata, or, for
+    a column written before re-embedding existed, the meta table's `embed_model`."""
+    if VECTOR in schema.names:
+        named = (schema.field(VECTOR).metadata or {}).get(MODEL_KEY)
+        if named:
+            return bytes(named).decode()
+    return meta.get("embed_model")
+
+
+def row_columns(schema: pa.Schema) -> list[str]:
+    """The table's columns but its vectors: what a snapshot's rows hold."""
+    return [name for name in schema.names if name not in VECTOR_COLUMNS]
 
 
 def sql_string(value: str) -> str:

@@ -61,10 +61,12 @@ def test_the_int8_rewrite_embeds_as_the_packaged_model_does(
 
 
 def test_a_text_in_a_batch_embeds_as_it_does_alone(rewritten: MiniLMEmbedder) -> None:
-    """Padding to the batch's longest text changes nothing: the mask hides it."""
+    """Padding to the batch's longest text changes nothing: the mask hides it. (The runtime
+    quantizes activations with one scale per batch, in two passes: what is left of that
+    moves a vector by less than 1e-6 in cosine.)"""
     batch = rewritten.embed_documents(TEXTS)
     alone = np.stack([rewritten.embed_query(text) for text in TEXTS])
-    assert np.allclose(batch, alone, atol=1e-5)
+    assert np.sum(batch * alone, axis=1).min() > 1 - 1e-6
     assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
     assert rewritten.embed_documents([]).shape == (0, 384)
 
@@ -120,10 +122,10 @@ def test_the_rewrite_refuses_a_graph_it_does_not_know(rewritten: MiniLMEmbedder)
 def test_a_rewrite_this_runtime_gets_wrong_is_remembered_and_not_made_again(
     rewritten: MiniLMEmbedder, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """A rewrite that fails the probe (here: activations quantized in blocks of 256, cosine
-    0.997) is replaced by the packaged file, and later processes do not convert again."""
+    """A rewrite that fails the probe (here: activations quantized in one pass, cosine ~0.99)
+    is replaced by the packaged file, and later processes do not convert again."""
     derived = tmp_path / rewritten.model_file.name
-    derived.write_bytes(convert(default_model_file().read_bytes(), block=256))
+    derived.write_bytes(convert(default_model_file().read_bytes(), passes=1))
     assert "does not reproduce the packaged model" in falls_back(tmp_path, caplog)
     assert not derived.exists()
     [marker] = tmp_path.glob("*.rejected-by-onnxruntime-*")
