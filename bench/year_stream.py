@@ -92,7 +92,8 @@ def _rule(content: str) -> str | None:
         if not words or words[0].lower().strip(",") not in IMPERATIVES:
             continue
         head = re.split(r"[,;:]|\bso\b|\bbecause\b", sentence, maxsplit=1)[0].strip(" .")
-        if 3 <= len(head.split()) <= 14 and len(head) <= 90 and "`" not in head:
+        pronoun = head.split()[-1].lower() in ("it", "them", "this", "that", "these", "those")
+        if 3 <= len(head.split()) <= 14 and len(head) <= 90 and "`" not in head and not pronoun:
             return head
     return None
 
@@ -208,7 +209,7 @@ def _arrivals(lesson: dict[str, Any], days: int, rng: random.Random, small: bool
         count = rng.randint(3, 5)
         first = rng.uniform(0.05 * days, 0.5 * days)
     else:
-        count = max(3, min(30, round(rng.lognormvariate(2.2, 0.45))))
+        count = max(3, min(30, round(rng.lognormvariate(2.37, 0.45))))
         if small:
             count = max(3, count // 2)
         first = rng.uniform(0, (0.45 if kind == "eval" else 0.7) * days)
