@@ -12,8 +12,9 @@ Two files per stream, kept apart so that the product never sees the truth:
 - `year.jsonl`: one session per line, in time order: its day, project, client, the plan
   it recalled for, and the insights distilled from it (`n`, `draft`);
 - `year-labels.json`: for every insight `n`, the lesson it expresses and whether it is
-  the lesson's original wording or a paraphrase; for every lesson, its kind (eval,
-  paraphrase, fact, contradiction, supersedes, misleading) and partner.
+  the lesson's original wording or a paraphrase; for every session, the lesson whose
+  situation its plan describes; for every lesson, its kind (eval, paraphrase, fact,
+  contradiction, supersedes, misleading) and partner.
 
 The full year (bench/data/) has every lesson of the shipped evaluation pool and about
 2,000 insights; the small one (tests/fixtures/year/) a few of each kind, for the tests.
@@ -262,6 +263,7 @@ def build(small: bool, seed: int = SEED) -> tuple[list[dict[str, Any]], dict[str
 
     sessions: list[dict[str, Any]] = []
     items: dict[str, dict[str, str]] = {}
+    situations: dict[str, str] = {}  # the lesson whose situation each session's plan is
     n = 0
     grouped: dict[tuple[int, str], list[tuple[dict[str, Any], int]]] = defaultdict(list)
     for day, project, lesson, number in arrivals:
@@ -274,10 +276,10 @@ def build(small: bool, seed: int = SEED) -> tuple[list[dict[str, Any]], dict[str
             batch, start = found[start : start + size], start + size
             lead = batch[0][0]
             if lead["kind"] in ("eval", "paraphrase", "contradiction", "supersedes", "misleading"):
-                situation = lead["draft"]["description"]
+                pick = lead
             else:  # a fact: the session worked on something of the project's kind
                 pick = rng.choice(by_domain.get(domain_of[project]) or table)
-                situation = pick["draft"]["description"]
+            situations[f"s{len(sessions):05d}"] = pick["id"]
             insights = []
             for lesson, number in batch:
                 n += 1
@@ -287,11 +289,14 @@ def build(small: bool, seed: int = SEED) -> tuple[list[dict[str, Any]], dict[str
                 insights.append({"n": n, "draft": draft})
                 form = "original" if number == 0 else "paraphrase"
                 items[str(n)] = {"lesson": lesson["id"], "form": form}
-            sessions.append(_session(len(sessions), day, project, situation, insights, rng))
+            sessions.append(
+                _session(len(sessions), day, project, pick["draft"]["description"], insights, rng)
+            )
             # Most sessions teach nothing new: a session or two of the same project that
             # day only recalls.
             for _ in range(rng.choice([0, 1, 1, 2])):
                 pick = rng.choice(by_domain.get(domain_of[project]) or table)
+                situations[f"s{len(sessions):05d}"] = pick["id"]
                 sessions.append(
                     _session(len(sessions), day, project, pick["draft"]["description"], [], rng)
                 )
@@ -299,6 +304,7 @@ def build(small: bool, seed: int = SEED) -> tuple[list[dict[str, Any]], dict[str
         "seed": seed,
         "days": days,
         "items": items,
+        "situations": situations,
         "lessons": {
             lesson["id"]: {
                 k: lesson[k] for k in ("kind", "partner", "scoped", "wrong", "role") if k in lesson

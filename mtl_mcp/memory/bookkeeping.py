@@ -62,7 +62,7 @@ class Bookkeeping(Curation):
         if on_time is not None and not on_time():
             return None
         if hits:
-            self.loop.note(origin, plan, project, hits)
+            self.loop.note(origin, plan, project, hits, self.clock())
         return hits
 
     def note_shown(
@@ -71,7 +71,7 @@ class Bookkeeping(Curation):
         """Record insights put in front of a model without a plan (the session-start
         context): the ledger gets a recall with no plan."""
         hits = [h for h in (self._hit_of(i) for i in ids) if h is not None]
-        self.loop.note(origin, "", project, hits)
+        self.loop.note(origin, "", project, hits, self.clock())
 
     def _hit_of(self, insight: str) -> RecallHit | None:
         try:
@@ -89,9 +89,9 @@ class Bookkeeping(Curation):
     def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
         """Store the judge's verdicts, each with the embedding of the plan its insight was
         recalled for (what feedback compares later plans with)."""
-        vectors = [
-            plan_vector(self.embedder, e.plan, split=True) if e.plan else None for e in entries
-        ]
+        plans = {e.plan for e in entries if e.plan}  # a session's verdicts share its plans
+        embedded = {plan: plan_vector(self.embedder, plan, split=True) for plan in plans}
+        vectors = [embedded[e.plan] if e.plan else None for e in entries]
         self.loop.add_verdicts(entries, vectors)
         feedback = self.loop.feedback()
         for insight, reason in (feedback.keeps_misleading() if feedback else {}).items():

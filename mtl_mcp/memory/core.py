@@ -13,6 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
 
 from mtl_mcp.config import Settings, load_settings
@@ -56,8 +57,12 @@ class MemoryCore(ABC):
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         on_change: Callable[[Self], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
+        # What "now" is for the times stored with insights and recalls, and for the age
+        # consolidation retires by: the wall clock, or a simulated one (bench/year.py).
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self._embedder = embedder
         self._on_change: Callable[[Self], None] | None = on_change
         self.table = InsightTable(self.settings, self._model_info)

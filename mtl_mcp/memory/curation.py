@@ -114,7 +114,7 @@ class Curation(Recording):
                 "notes": notes,
                 "vector": vector.tolist(),
             }
-            self.table.rewrite(row)
+            self.table.upsert([row])
         result.status = "stored"
         self._changed()
         return result

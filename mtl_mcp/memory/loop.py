@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from mtl_mcp.config import Settings
@@ -53,10 +54,17 @@ class Loop:
         self._feedback: tuple[int, FeedbackIndex | None] | None = None  # (stamp, index)
 
     def note(
-        self, origin: RecallOrigin, plan: str, project: str | None, hits: Sequence[RecallHit]
+        self,
+        origin: RecallOrigin,
+        plan: str,
+        project: str | None,
+        hits: Sequence[RecallHit],
+        at: datetime | None = None,
     ) -> None:
-        """Remember a recall that reached a model (written by the next `flush`)."""
+        """Remember a recall that reached a model `at` (default now), written by the next
+        `flush`."""
         entry = RecallEntry(
+            at=at or datetime.now(UTC),
             session_id=origin.session_id,
             client=origin.client,
             trigger=origin.trigger,

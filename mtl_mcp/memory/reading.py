@@ -93,7 +93,7 @@ class Reading(MemoryCore):
         with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
             self._pending_recalls.update(h.id for h in hits if h.source == "personal")
         if origin is not None:
-            self.loop.note(origin, plan, project, hits)
+            self.loop.note(origin, plan, project, hits, self.clock())
         return hits
 
     def preview(

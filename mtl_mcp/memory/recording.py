@@ -81,6 +81,7 @@ class Recording(Reading):
             )
             for item, draft in zip(accepted, labelled, strict=True):
                 item.draft = draft
+            now = self.clock()
             plan = ingest.plan_writes(
                 accepted,
                 vectors,
@@ -88,12 +89,13 @@ class Recording(Reading):
                 provenance,
                 self.settings.dedup_threshold,
                 results,
+                now,
             )
             if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
                 stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
                 plan.raced(stored, results)
             for target, draft in plan.merges:  # after the insert: the target may be a new row
-                sql = ingest.merge_sql(draft, provenance)
+                sql = ingest.merge_sql(draft, provenance, now)
                 self.table.update(f"id = {sql_string(target)}", sql)
         self._changed()
         return results

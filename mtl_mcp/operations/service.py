@@ -62,6 +62,8 @@ PROCESS_SETTINGS = frozenset(
         "home",
         "service",
         "service_idle_seconds",
+        "consolidate_idle_seconds",
+        "consolidate_every_hours",
         "plan_recall",
         "plan_recall_floor",
         "hook_budget_seconds",

@@ -38,6 +38,7 @@ KEEP_RECALLS = 20_000
 KEEP_VERDICTS = 20_000
 PLAN_MAX = 2000
 BUSY_MS = 5000
+_RANKS = 100  # more than any recall's hits (k <= 20): recall * _RANKS + rank names one hit
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recalls (
@@ -347,6 +348,81 @@ class Ledger:
             vector = np.frombuffer(blob, dtype=np.float32).copy() if blob else None
             found.append((entry, vector))
         return found
+
+    # -- consolidation ------------------------------------------------------------------------
+
+    def last_used(self, since: datetime | None = None) -> dict[str, datetime]:
+        """When each insight last reached a plan (a tool call or the hook, not the
+        session-start context) or last helped a session, by the ledger."""
+        if not self.exists():
+            return {}
+        after = (since or datetime.min.replace(tzinfo=UTC)).isoformat()
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT d.insight, MAX(r.at) FROM recalled d JOIN recalls r ON r.id = d.recall "
+                "WHERE r.trigger IN ('tool', 'hook') AND r.at >= ? GROUP BY d.insight "
+                "UNION ALL SELECT insight, MAX(at) FROM verdicts "
+                "WHERE verdict = 'helped' AND at >= ? GROUP BY insight",
+                (after, after),
+            ).fetchall()
+        found: dict[str, datetime] = {}
+        for insight, at in rows:
+            when = datetime.fromisoformat(at)
+            if insight not in found or when > found[insight]:
+                found[insight] = when
+        return found
+
+    def move(self, moves: dict[str, str]) -> list[tuple[str, int, str]]:
+        """Give the recalls and verdicts of some insights to others (consolidation merged
+        them: {merged id: kept id}). Returns (table, key, former id) of each row moved,
+        for `move_back`. Verdicts given before an insight was reinstated stay with it:
+        they no longer count, and must not start counting against the kept one."""
+        if not moves or not self.exists():
+            return []
+        moved: list[tuple[str, int, str]] = []
+        reinstated = self.reinstatements()
+        with self._connection() as db:
+            for chunk in _chunks(sorted(moves)):
+                marks = ", ".join("?" * len(chunk))
+                for key, insight in db.execute(
+                    f"SELECT recall * {_RANKS} + rank, insight FROM recalled "
+                    f"WHERE insight IN ({marks})",
+                    chunk,
+                ):
+                    moved.append(("recalled", key, insight))
+                for key, insight, when in db.execute(
+                    f"SELECT id, insight, at FROM verdicts WHERE insight IN ({marks})", chunk
+                ).fetchall():
+                    since = reinstated.get(insight)
+                    if since is None or datetime.fromisoformat(when) > since:
+                        moved.append(("verdicts", key, insight))
+            self._set_insights(db, [(t, k, moves[i]) for t, k, i in moved])
+        self._touch()
+        return moved
+
+    @staticmethod
+    def _set_insights(db: sqlite3.Connection, rows: Sequence[tuple[str, int, str]]) -> None:
+        """Point ledger rows at other insights: (table, key, insight). A recalled row's key
+        is its recall and rank (VACUUM renumbers the rowids of a table without a primary
+        key); a verdict's is its id."""
+        for table, key, insight in rows:
+            if table == "recalled":
+                recall, rank = divmod(key, _RANKS)
+                db.execute(
+                    "UPDATE recalled SET insight = ? WHERE recall = ? AND rank = ?",
+                    (insight, recall, rank),
+                )
+            elif table == "verdicts":
+                db.execute("UPDATE verdicts SET insight = ? WHERE id = ?", (insight, key))
+
+    def move_back(self, moved: Sequence[tuple[str, int, str]]) -> None:
+        """Undo `move`: each row back to the insight it was about (rows pruned since are
+        gone, and stay gone)."""
+        if not moved or not self.exists():
+            return
+        with self._connection() as db:
+            self._set_insights(db, moved)
+        self._touch()
 
     # -- figures and purges -------------------------------------------------------------------
 

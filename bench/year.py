@@ -1,0 +1,497 @@
+"""A year of sessions, replayed through the real `Memory`, with and without consolidation.
+
+    python bench/year.py [--small] [--out bench-results/year.json] [--no-10k]
+
+The stream (`bench/year_stream.py`: bench/data/year.jsonl, or tests/fixtures/year with
+--small) is replayed session by session on a simulated clock. Each session recalls for its
+plan as the plan hook does (`recall_for_session`, with an origin: the ledger records it),
+gets verdicts from a simulated judge on what it was given, then records what it distilled.
+The judge knows the truth (bench/data/year-labels.json, never read by mtl-mcp): an insight
+of the lesson the session's situation needed helped (70%), a planted misleading or wrong
+lesson misled (70%; 20% not used, 10% helped: the noise), anything else was not used, but
+3% of those were judged misleading anyway (noise again). The "consolidated" memory runs
+`Memory.consolidate` every simulated night, as the idle service would; the "baseline" never.
+
+After every 200 insights, and at the end, on the shipped evaluation plans (leave-one-domain-
+out, k=3, no origin: a measurement reaches no model): P@3 and hit@3 counting each lesson
+once (two wordings of one relevant lesson fill one slot, not two), the share of top-3
+answers holding two wordings of one lesson, the active insights against the distinct
+lessons seen, and recall latency (p50, ms). The clean pool's P@3 is the same measure on the
+pool alone. Then a pass over 10,000 insights: its duration, and recall p50 while it runs
+against recall p50 just before, in the same run.
+
+A scripted judge and a scripted stream: this shows that the machinery keeps a memory
+clean, not that memory helps an assistant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does: see bench/benchmark.py
+
+import numpy as np
+
+from mtl_mcp import Memory
+from mtl_mcp.config import load_settings
+from mtl_mcp.index.embedder import get_embedder
+from mtl_mcp.memory.ingest import insight_id
+from mtl_mcp.quality.evaluation import load_pool, load_queries, shipped_set
+from mtl_mcp.schemas import Insight, InsightDraft, Provenance, RecallOrigin, VerdictEntry
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK_EVERY = 200
+START = datetime(2025, 1, 6, tzinfo=UTC)
+HELPED, MISLED, NOISE = 0.7, 0.7, 0.03
+
+
+@dataclass
+class Stream:
+    sessions: list[dict[str, Any]]
+    labels: dict[str, Any]
+
+    @classmethod
+    def load(cls, folder: Path) -> Stream:
+        lines = (folder / "year.jsonl").read_text(encoding="utf-8").splitlines()
+        labels = json.loads((folder / "year-labels.json").read_text(encoding="utf-8"))
+        return cls([json.loads(line) for line in lines if line], labels)
+
+    def lesson(self, n: int) -> str:
+        return str(self.labels["items"][str(n)]["lesson"])
+
+    def kind(self, lesson: str) -> str:
+        return str(self.labels["lessons"][lesson]["kind"])
+
+    def wrong(self, lesson: str) -> bool:
+        return bool(self.labels["lessons"][lesson].get("wrong"))
+
+    def pairs(self, kind: str) -> set[frozenset[str]]:
+        return {
+            frozenset((lesson, meta["partner"]))
+            for lesson, meta in self.labels["lessons"].items()
+            if meta["kind"] == kind and "partner" in meta
+        }
+
+
+@dataclass
+class Checkpoint:
+    insights: int
+    day: int
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+class Year:
+    """One memory living through the stream."""
+
+    def __init__(self, stream: Stream, consolidate: bool, home: Path, retire_days: int):
+        self.stream = stream
+        self.consolidate = consolidate
+        self.now = START
+        settings = load_settings(home, starter=False, retire_unused_days=retire_days)
+        self.memory = Memory(settings, clock=lambda: self.now)
+        self.lesson_of: dict[str, str] = {}  # store id -> lesson
+        self.rng = random.Random(7)
+        self.in_top3: Counter[str] = Counter()  # lesson -> times in a session's top 3
+        self.session_dupes = [0, 0]  # session recalls with two wordings of a lesson, all
+        self.checkpoints: list[Checkpoint] = []
+        self.runs = 0
+        self.verdicts: Counter[str] = Counter()
+
+    def judge(self, session: str, hit: str) -> tuple[str, str | None]:
+        lesson = self.lesson_of.get(hit, "")
+        roll = self.rng.random()
+        if lesson and (self.stream.kind(lesson) == "misleading" or self.stream.wrong(lesson)):
+            if roll < MISLED:
+                return "misled", "false-confidence"
+            return ("not-used", None) if roll < MISLED + 0.2 else ("helped", None)
+        if lesson == self.stream.labels["situations"].get(session):
+            return ("helped", None) if roll < HELPED else ("not-used", None)
+        return ("misled", "misapplied") if roll < NOISE else ("not-used", None)
+
+    def live(self, queries: list[Any]) -> None:
+        seen = 0
+        day = None
+        for number, session in enumerate(self.stream.sessions):
+            if session["day"] != day:
+                if day is not None and self.consolidate:
+                    self.night(day)
+                day = session["day"]
+            self.now = START + timedelta(days=day, hours=8, seconds=40 * number % 36000)
+            self.sit(session)
+            before, seen = seen, seen + len(session["insights"])
+            if seen // CHECK_EVERY > before // CHECK_EVERY:
+                self.checkpoints.append(self.measure(seen, day, queries))
+        if self.consolidate and day is not None:
+            self.night(day)
+        self.checkpoints.append(self.measure(seen, day or 0, queries))
+
+    def sit(self, session: dict[str, Any]) -> None:
+        origin = RecallOrigin(
+            session_id=session["session"], client=session["client"], trigger="hook"
+        )
+        hits = self.memory.recall_for_session(
+            session["plan"], origin, k=3, project=session["project"]
+        )
+        hits = hits or []
+        lessons = [self.lesson_of.get(h.id, h.id) for h in hits]
+        self.in_top3.update(set(lessons))
+        self.session_dupes[0] += len(set(lessons)) < len(lessons)
+        self.session_dupes[1] += 1
+        entries = []
+        for hit in hits:
+            verdict, mode = self.judge(session["session"], hit.id)
+            self.verdicts[verdict] += 1
+            entries.append(
+                VerdictEntry(
+                    at=self.now,
+                    session_id=session["session"],
+                    insight=hit.id,
+                    verdict=verdict,  # type: ignore[arg-type]
+                    mode=mode,  # type: ignore[arg-type]
+                    plan=session["plan"],
+                    trigger="hook",
+                )
+            )
+        if entries:
+            self.memory.record_verdicts(entries)
+        if session["insights"]:
+            provenance = Provenance(
+                project=session["project"],
+                session_id=session["session"],
+                client=session["client"],
+            )
+            results = self.memory.record([i["draft"] for i in session["insights"]], provenance)
+            for item, result in zip(session["insights"], results, strict=True):
+                if result.id:
+                    self.lesson_of.setdefault(result.id, self.stream.lesson(item["n"]))
+        self.memory.flush(drain=False)
+
+    def night(self, day: int) -> None:
+        self.now = START + timedelta(days=day, hours=23, minutes=30)
+        run = self.memory.consolidate(trigger="bench")
+        self.runs += bool(run.merged or run.superseded or run.retired or run.conflicts)
+
+    def measure(self, seen: int, day: int, queries: list[Any]) -> Checkpoint:
+        scores = score_plans(self.memory, queries, self.lesson_of)
+        snapshot = self.memory._snapshot()
+        active = int(snapshot.active.sum())
+        distinct = len(set(self.lesson_of.values()))
+        point = Checkpoint(seen, day)
+        point.figures = {
+            **scores,
+            "active": active,
+            "stored": len(snapshot),
+            "distinct_lessons": distinct,
+            "active_per_lesson": round(active / distinct, 3) if distinct else None,
+            "session_dupe_share": round(self.session_dupes[0] / max(self.session_dupes[1], 1), 4),
+        }
+        self.session_dupes = [0, 0]
+        print(f"  {seen:5d} insights, day {day:3d}: {json.dumps(point.figures)}", flush=True)
+        return point
+
+    def final(self, queries: list[Any]) -> dict[str, Any]:
+        """The targets' figures at the end of the year."""
+        memory, stream = self.memory, self.stream
+        snapshot = memory._snapshot()
+        rows = snapshot.records(list(range(len(snapshot))), ["id", "status", "notes"])
+        status = {r["id"]: (r["status"], " ".join(r["notes"] or [])) for r in rows}
+        misleading = {}
+        for lesson in sorted(
+            {lsn for lsn in self.lesson_of.values() if stream.kind(lsn) == "misleading"}
+        ):
+            ids = [i for i, lsn in self.lesson_of.items() if lsn == lesson and i in status]
+            active = [i for i in ids if status[i][0] == "active"]
+            by_verdicts = any("session verdicts" in status[i][1] for i in ids)
+            misleading[lesson] = {
+                "rows": len(ids),
+                "active": len(active),
+                "retired_by_verdicts": by_verdicts,
+                "times_in_a_session_top3": self.in_top3[lesson],
+                "ok": (not active and by_verdicts) or self.in_top3[lesson] == 0,
+            }
+        flagged: set[frozenset[str]] = set()
+        superseded: set[frozenset[str]] = set()
+        false_flags = []
+        for run in memory.consolidation_runs(limit=100_000):
+            for a, b in run.conflicts:
+                pair = frozenset((self.lesson_of.get(a, a), self.lesson_of.get(b, b)))
+                flagged.add(pair)
+            for old, new in run.superseded:
+                superseded.add(
+                    frozenset((self.lesson_of.get(old, old), self.lesson_of.get(new, new)))
+                )
+        planted = stream.pairs("contradiction")
+        planted_superseded = stream.pairs("supersedes")
+        false_flags = sorted("/".join(sorted(p)) for p in flagged - planted)
+        merged_wrong = 0
+        merged_total = 0
+        for run in memory.consolidation_runs(limit=100_000):
+            for kept, members in run.merged:
+                merged_total += len(members)
+                merged_wrong += sum(
+                    self.lesson_of.get(m) != self.lesson_of.get(kept) for m in members
+                )
+        every_plan = [s["plan"] for s in stream.sessions]
+        plan_dupes = sum(
+            two_wordings(memory.recall(plan, k=3), self.lesson_of)
+            for plan in every_plan[:: max(1, len(every_plan) // 500)]
+        )
+        return {
+            "misleading": misleading,
+            "contradictions_planted": len(planted),
+            "contradictions_flagged": len(flagged & planted),
+            "false_flags": false_flags,
+            "superseded_planted": len(planted_superseded),
+            "superseded_found": len(superseded & planted_superseded),
+            "merged_members": merged_total,
+            "merged_into_another_lesson": merged_wrong,
+            "session_plans_replayed": len(every_plan[:: max(1, len(every_plan) // 500)]),
+            "session_plan_answers_with_two_wordings": plan_dupes,
+            "runs_that_changed_something": self.runs,
+            "verdicts": dict(self.verdicts),
+        }
+
+
+def two_wordings(hits: list[Any], lesson_of: dict[str, str]) -> bool:
+    lessons = [lesson_of.get(h.id, h.id) for h in hits]
+    return len(set(lessons)) < len(lessons)
+
+
+def score_plans(memory: Memory, queries: list[Any], lesson_of: dict[str, str]) -> dict[str, Any]:
+    """P@3 and hit@3 (each lesson once), the share of answers with two wordings of one
+    lesson, and recall p50, over the evaluation plans."""
+    precision, hits, dupes, times = [], [], 0, []
+    for query in queries:
+        start = time.perf_counter()
+        found = memory.recall(query.plan, k=3, exclude_domains=[query.domain])
+        times.append(time.perf_counter() - start)
+        lessons = [lesson_of.get(h.id, h.id) for h in found]
+        relevant = set(query.relevant) & set(lessons)
+        precision.append(len(relevant) / 3)
+        hits.append(float(bool(relevant)))
+        dupes += len(set(lessons)) < len(lessons)
+    return {
+        "p_at_3": round(statistics.fmean(precision), 4),
+        "hit_at_3": round(statistics.fmean(hits), 4),
+        "dupe_share": round(dupes / len(queries), 4),
+        "recall_p50_ms": round(statistics.median(times) * 1000, 2),
+    }
+
+
+def eligible(queries: list[Any], pool: list[Any]) -> list[Any]:
+    """Queries with a relevant lesson outside their own domain (as `mtl-mcp eval` scores)."""
+    domains = {item.id: item.draft.domain for item in pool}
+    return [q for q in queries if any(domains.get(r) != q.domain for r in q.relevant)]
+
+
+def clean_pool(queries: list[Any], pool: list[Any]) -> dict[str, Any]:
+    """The same figures over the evaluation pool alone, each lesson once."""
+    with tempfile.TemporaryDirectory(prefix="mtl-year-clean-") as scratch:
+        memory = Memory(load_settings(Path(scratch), starter=False))
+        results = memory.record([item.draft for item in pool])
+        lesson_of = {r.id: item.id for item, r in zip(pool, results, strict=True) if r.id}
+        figures = score_plans(memory, queries, lesson_of)
+        memory.close()
+    return figures
+
+
+def similarities(stream: Stream) -> dict[str, Any]:
+    """How close each paraphrase came out to its lesson's original wording."""
+    embedder = get_embedder(load_settings(Path(tempfile.gettempdir()) / "mtl-year-model"))
+    items = [(i["n"], i["draft"]) for s in stream.sessions for i in s["insights"]]
+    vectors = embedder.embed_documents(
+        [InsightDraft.model_validate(d).embedding_text() for _, d in items]
+    )
+    original = {
+        stream.lesson(n): k
+        for k, (n, _) in enumerate(items)
+        if stream.labels["items"][str(n)]["form"] == "original"
+    }
+    sims = np.array(
+        [
+            float(vectors[k] @ vectors[original[stream.lesson(n)]])
+            for k, (n, _) in enumerate(items)
+            if stream.labels["items"][str(n)]["form"] == "paraphrase"
+        ]
+    )
+    edges = [0.0, 0.75, 0.80, 0.85, 0.92, 0.95, 1.01]
+    counts, _ = np.histogram(sims, bins=edges)
+    return {
+        "paraphrases": len(sims),
+        "median": round(float(np.median(sims)), 3),
+        "bins": {
+            f"{lo:.2f}-{min(hi, 1.0):.2f}": round(int(c) / len(sims), 3)
+            for lo, hi, c in zip(edges, edges[1:], counts, strict=False)
+        },
+        "between_0.80_and_0.92": round(float(np.mean((sims >= 0.80) & (sims < 0.92))), 3),
+        "merged_at_write_time_share": round(float(np.mean(sims >= 0.92)), 3),
+    }
+
+
+@contextmanager
+def recalling(memory: Memory, plans: list[str]) -> Iterator[list[tuple[float, float]]]:
+    """Recall in a loop in another thread while the block runs: (start, seconds) each."""
+    times: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        n = 0
+        while not stop.is_set():
+            start = time.perf_counter()
+            memory.recall(plans[n % len(plans)], k=3)
+            times.append((start, time.perf_counter() - start))
+            n += 1
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    try:
+        yield times
+    finally:
+        stop.set()
+        worker.join()
+
+
+def ten_thousand(stream: Stream, queries: list[Any]) -> dict[str, Any]:
+    """A pass over 10,000 insights (the year's wordings, five times over, as five years of
+    paraphrases stored without write-time dedup), and recall while it runs."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from year_stream import paraphrase
+
+    rng = random.Random(5)
+    drafts = [i["draft"] for s in stream.sessions for i in s["insights"]]
+    items = []
+    for n in range(10_000):
+        draft = (
+            drafts[n % len(drafts)] if n < len(drafts) else paraphrase(drafts[n % len(drafts)], rng)
+        )
+        valid = InsightDraft.model_validate(draft)
+        items.append(
+            Insight(
+                **valid.model_dump(exclude={"polarity", "category"}),
+                polarity=valid.polarity or "success",
+                category=valid.category or "other",
+                id=f"{insight_id(valid)}{n:05d}",
+                created_at=START,
+                updated_at=START,
+            )
+        )
+    plans = [q.plan for q in queries]
+    with tempfile.TemporaryDirectory(prefix="mtl-year-10k-") as scratch:
+        memory = Memory(load_settings(Path(scratch), starter=False, retire_unused_days=0))
+        for start in range(0, len(items), 500):
+            memory.import_insights(items[start : start + 500])
+        memory.warm()
+        for plan in plans[:10]:
+            memory.recall(plan, k=3)
+        with recalling(memory, plans) as idle:
+            time.sleep(20)
+        with recalling(memory, plans) as busy:
+            run = memory.consolidate(trigger="bench")
+        memory.close()
+    before = statistics.median(t for _, t in idle) * 1000
+    during = statistics.median(t for _, t in busy) * 1000
+    return {
+        "insights": len(items),
+        "pass_seconds": run.seconds,
+        "merged": sum(len(m) for _, m in run.merged),
+        "kept": len(run.merged),
+        "recall_p50_ms_idle": round(before, 2),
+        "recall_p50_ms_during_pass": round(during, 2),
+        "ratio": round(during / before, 3),
+        "recalls_during_pass": len(busy),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", action="store_true", help="The tests' small year.")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "year.json")
+    parser.add_argument("--no-10k", action="store_true", help="Skip the 10,000-insight pass.")
+    parser.add_argument(
+        "--only-10k", action="store_true", help="Only the 10,000-insight pass (merged into --out)."
+    )
+    parser.add_argument(
+        "--retire-days",
+        type=int,
+        action="append",
+        help="Also run the consolidated year with this MTL_MCP_RETIRE_UNUSED_DAYS (repeatable).",
+    )
+    args = parser.parse_args()
+    folder = ROOT / ("tests/fixtures/year" if args.small else "bench/data")
+    stream = Stream.load(folder)
+    pool_path, queries_path = shipped_set()
+    pool = load_pool(pool_path)
+    queries = eligible(load_queries(queries_path, pool), pool)
+    if args.only_10k:
+        done = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+        done["ten_thousand"] = ten_thousand(stream, queries)
+        print(json.dumps(done["ten_thousand"], indent=1), flush=True)
+        args.out.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
+        return
+    if args.small:
+        present = {stream.lesson(int(n)) for n in stream.labels["items"]}
+        queries = [q for q in queries if set(q.relevant) & present]
+        pool = [item for item in pool if item.id in present]
+    result: dict[str, Any] = {
+        "stream": {
+            "sessions": len(stream.sessions),
+            "insights": len(stream.labels["items"]),
+            "lessons": len(stream.labels["lessons"]),
+            "by_kind": dict(
+                Counter(stream.kind(v["lesson"]) for v in stream.labels["items"].values())
+            ),
+            "days": stream.labels["days"],
+        },
+        "similarity": similarities(stream),
+        "clean_pool": clean_pool(queries, pool),
+        "queries": len(queries),
+    }
+    print(json.dumps(result, indent=1), flush=True)
+    default_days = load_settings(
+        Path(tempfile.gettempdir()) / "mtl-year-defaults"
+    ).retire_unused_days
+    variants = [("baseline", False, default_days), ("consolidated", True, default_days)]
+    variants += [(f"consolidated, retire after {d} days", True, d) for d in args.retire_days or []]
+    result["runs"] = {}
+    for name, consolidate, days in variants:
+        print(f"{name}:", flush=True)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="mtl-year-") as scratch:
+            year = Year(stream, consolidate, Path(scratch), days)
+            year.live(queries)
+            final = year.final(queries)
+            year.memory.close()
+        result["runs"][name] = {
+            "retire_unused_days": days,
+            "curve": [
+                {"insights": c.insights, "day": c.day, **c.figures} for c in year.checkpoints
+            ],
+            "final": final,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        print(json.dumps(final, indent=1), flush=True)
+    if not args.no_10k:
+        result["ten_thousand"] = ten_thousand(stream, queries)
+        print(json.dumps(result["ten_thousand"], indent=1), flush=True)
+    if not args.small:
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
