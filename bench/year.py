@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECK_EVERY = 200
 START = datetime(2025, 1, 6, tzinfo=UTC)
 HELPED, MISLED, NOISE = 0.7, 0.7, 0.03
+RETIRE_CHOICES = [30, 60, 90, 120, 180, 270, 365]
 
 
 @dataclass
@@ -111,6 +112,13 @@ class Year:
         self.checkpoints: list[Checkpoint] = []
         self.runs = 0
         self.verdicts: Counter[str] = Counter()
+        # What retiring unused lessons is judged by (`retire_sweep`): per lesson, the days
+        # it was used (in a session's top 3, or learnt again), and the days a session met
+        # its situation.
+        self.recalled: defaultdict[str, list[int]] = defaultdict(list)
+        self.learnt: defaultdict[str, list[int]] = defaultdict(list)
+        self.needed: defaultdict[str, list[int]] = defaultdict(list)
+        self.day = 0
 
     def judge(self, session: str, hit: str) -> tuple[str, str | None]:
         lesson = self.lesson_of.get(hit, "")
@@ -132,6 +140,7 @@ class Year:
                     self.night(day)
                 day = session["day"]
             self.now = START + timedelta(days=day, hours=8, seconds=40 * number % 36000)
+            self.day = day
             self.sit(session)
             before, seen = seen, seen + len(session["insights"])
             if seen // CHECK_EVERY > before // CHECK_EVERY:
@@ -150,6 +159,10 @@ class Year:
         hits = hits or []
         lessons = [self.lesson_of.get(h.id, h.id) for h in hits]
         self.in_top3.update(set(lessons))
+        for lesson in set(lessons):
+            self.recalled[lesson].append(self.day)
+        if situation := self.stream.labels["situations"].get(session["session"]):
+            self.needed[situation].append(self.day)
         self.session_dupes[0] += len(set(lessons)) < len(lessons)
         self.session_dupes[1] += 1
         entries = []
@@ -179,6 +192,7 @@ class Year:
             for item, result in zip(session["insights"], results, strict=True):
                 if result.id:
                     self.lesson_of.setdefault(result.id, self.stream.lesson(item["n"]))
+                self.learnt[self.stream.lesson(item["n"])].append(self.day)
         self.memory.flush(drain=False)
 
     def night(self, day: int) -> None:
@@ -265,6 +279,37 @@ class Year:
             "runs_that_changed_something": self.runs,
             "verdicts": dict(self.verdicts),
         }
+
+
+def retire_sweep(year: Year, choices: list[int]) -> dict[str, Any]:
+    """What retiring lessons unused for N days would have done, replayed over a year lived
+    without retiring any: per N, the lessons retired at the end (by kind), and the sessions
+    that met a lesson's situation while it sat retired (a help lost). A retired lesson is
+    no longer recalled, so only learning it again revives it (a new row). An approximation:
+    a retired lesson would also have left its top-3 places to others."""
+    end = year.stream.labels["days"]
+    out: dict[str, Any] = {}
+    for days in choices:
+        retired: Counter[str] = Counter()
+        lost = 0
+        for lesson in set(year.learnt) | set(year.recalled):
+            events = sorted(
+                [(d, 1) for d in year.learnt.get(lesson, [])]
+                + [(d, 0) for d in year.recalled.get(lesson, [])]
+                + [(d, 2) for d in year.needed.get(lesson, [])]
+            )
+            last: int | None = None  # the last use while active; None while retired
+            for day, kind in events:
+                if last is not None and day - last > days:
+                    last = None  # retired
+                if kind == 1 or (kind == 0 and last is not None):
+                    last = day
+                elif kind == 2 and last is None and year.learnt.get(lesson, [end])[0] < day:
+                    lost += 1
+            if last is None or end - last > days:
+                retired[year.stream.kind(lesson)] += 1
+        out[str(days)] = {"retired_at_end": dict(retired), "needed_while_retired": lost}
+    return out
 
 
 def two_wordings(hits: list[Any], lesson_of: dict[str, str]) -> bool:
@@ -425,12 +470,6 @@ def main() -> None:
     parser.add_argument(
         "--only-10k", action="store_true", help="Only the 10,000-insight pass (merged into --out)."
     )
-    parser.add_argument(
-        "--retire-days",
-        type=int,
-        action="append",
-        help="Also run the consolidated year with this MTL_MCP_RETIRE_UNUSED_DAYS (repeatable).",
-    )
     args = parser.parse_args()
     folder = ROOT / ("tests/fixtures/year" if args.small else "bench/data")
     stream = Stream.load(folder)
@@ -465,8 +504,11 @@ def main() -> None:
     default_days = load_settings(
         Path(tempfile.gettempdir()) / "mtl-year-defaults"
     ).retire_unused_days
-    variants = [("baseline", False, default_days), ("consolidated", True, default_days)]
-    variants += [(f"consolidated, retire after {d} days", True, d) for d in args.retire_days or []]
+    variants = [
+        ("baseline", False, default_days),
+        ("consolidated, never retiring unused", True, 0),
+        ("consolidated", True, default_days),
+    ]
     result["runs"] = {}
     for name, consolidate, days in variants:
         print(f"{name}:", flush=True)
@@ -476,6 +518,8 @@ def main() -> None:
             year.live(queries)
             final = year.final(queries)
             year.memory.close()
+        if consolidate and not days:
+            final["retire_sweep"] = retire_sweep(year, RETIRE_CHOICES)
         result["runs"][name] = {
             "retire_unused_days": days,
             "curve": [

@@ -331,6 +331,15 @@ class InsightHistory(BaseModel):
     verdicts: list[VerdictEntry] = Field(default_factory=list)
 
 
+class NearInsight(BaseModel):
+    """An insight close to a text: what the distiller is shown, to confirm it rather than
+    write it again."""
+
+    id: str
+    title: str
+    similarity: float
+
+
 class ShareResult(BaseModel):
     """What sharing one insight with the team pool did."""
 

@@ -15,7 +15,6 @@ import mtl_mcp.memory.loop as loop_reports
 from mtl_mcp.errors import (
     NotFoundError,
 )
-from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.core import appended_note
 from mtl_mcp.memory.curation import Curation
 from mtl_mcp.schemas import (
@@ -90,7 +89,7 @@ class Bookkeeping(Curation):
         """Store the judge's verdicts, each with the embedding of the plan its insight was
         recalled for (what feedback compares later plans with)."""
         plans = {e.plan for e in entries if e.plan}  # a session's verdicts share its plans
-        embedded = {plan: plan_vector(self.embedder, plan, split=True) for plan in plans}
+        embedded = {plan: self.plan_embedding(plan, split=True) for plan in plans}
         vectors = [embedded[e.plan] if e.plan else None for e in entries]
         self.loop.add_verdicts(entries, vectors)
         feedback = self.loop.feedback()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
@@ -21,7 +21,8 @@ from mtl_mcp.errors import (
     ConfigError,
     EmbeddingError,
 )
-from mtl_mcp.index.embedder import Embedder, get_embedder
+from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
+from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.loop import Loop
 from mtl_mcp.memory.team import TeamPool
 from mtl_mcp.memory.tier import Tier
@@ -37,9 +38,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
-
-
-NOTES_KEPT = 10
+PLAN_CACHE = 64
 
 
 def appended_note(note_sql: str) -> str:
@@ -79,6 +78,8 @@ class MemoryCore(ABC):
         self._drained_at = 0.0  # when the background last tried to drain the team outbox
         self.loop = Loop(self.settings)  # what reached a model, and how it went
         self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
+        self._plans: OrderedDict[tuple[str, str, bool], Vector] = OrderedDict()
+        self._plans_lock = threading.Lock()
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -88,6 +89,21 @@ class MemoryCore(ABC):
         if self._embedder is None:
             self._embedder = get_embedder(self.settings)
         return self._embedder
+
+    def plan_embedding(self, plan: str, split: bool) -> Vector:
+        """A plan's query vector (`index.methods.plan_vector`), the last PLAN_CACHE kept: a
+        session's hook recall and its verdicts at the end embed the same plan."""
+        key = (self._model_name, plan, split)
+        with self._plans_lock:
+            if (hit := self._plans.get(key)) is not None:
+                self._plans.move_to_end(key)
+                return hit
+        vector = plan_vector(self.embedder, plan, split=split)
+        with self._plans_lock:
+            self._plans[key] = vector
+            while len(self._plans) > PLAN_CACHE:
+                self._plans.popitem(last=False)
+        return vector
 
     def _model_info(self) -> tuple[str, int]:
         return self.embedder.name, self.embedder.dim

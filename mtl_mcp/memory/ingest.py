@@ -221,16 +221,23 @@ def union_sql(column: str, values: Sequence[str]) -> str:
     )
 
 
-def merge_sql(
-    draft: InsightDraft, provenance: Provenance, now: datetime | None = None
-) -> dict[str, str]:
-    """support + 1 and the union of tags, languages and projects, as one atomic SQL update;
-    updated_at becomes `now` (default: the clock's now): the lesson was confirmed then."""
+def confirm_sql(provenance: Provenance, now: datetime | None = None) -> dict[str, str]:
+    """support + 1 and the provenance's project, as one atomic SQL update; updated_at
+    becomes `now` (default: the clock's now): the lesson was confirmed then."""
     when = (now or datetime.now(UTC)).isoformat()
     return {
         "support": "support + 1",
         "updated_at": f"arrow_cast({sql_string(when)}, 'Timestamp(Microsecond, Some(\"UTC\"))')",
+        "projects": union_sql("projects", [provenance.project] if provenance.project else []),
+    }
+
+
+def merge_sql(
+    draft: InsightDraft, provenance: Provenance, now: datetime | None = None
+) -> dict[str, str]:
+    """`confirm_sql`, and the union of the draft's tags and languages."""
+    return {
+        **confirm_sql(provenance, now),
         "tags": union_sql("tags", draft.tags),
         "languages": union_sql("languages", draft.languages),
-        "projects": union_sql("projects", [provenance.project] if provenance.project else []),
     }

@@ -20,7 +20,7 @@ from mtl_mcp.errors import (
     NotFoundError,
 )
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.index.methods import RecallMethod, get_method, plan_vector
+from mtl_mcp.index.methods import RecallMethod, get_method
 from mtl_mcp.memory.core import MemoryCore
 from mtl_mcp.memory.team import stats_of
 from mtl_mcp.schemas import (
@@ -157,7 +157,7 @@ class Reading(MemoryCore):
                 "or use scope='all'"
             )
         self._check_model()
-        query = plan_vector(self.embedder, plan, split=ranking.split_plan)
+        query = self.plan_embedding(plan, split=ranking.split_plan)
         if (feedback := self.loop.feedback()) is not None:
             # Lessons that misled plans like this one, or keep misleading: left out.
             suppressed = feedback.suppressed(query) | feedback.keeps_misleading()

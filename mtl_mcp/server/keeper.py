@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -63,9 +63,23 @@ class MemoryKeeper:
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
         self.listeners = ChangeListeners()  # the open dashboard's live feed
         self.last_asked = time.monotonic()
+        self._busy = 0  # requests being answered now (`asked`)
+
+    @contextlib.contextmanager
+    def asked(self) -> Iterator[None]:
+        """Mark a window's request being answered (a tool call, a library call of the CLI or
+        a hook): the memory is not idle while any is, nor for `consolidate_idle_seconds`
+        after the last one ended. The dashboard's requests do not count: an open page
+        polls all day."""
+        self._busy += 1
+        self.last_asked = time.monotonic()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self.last_asked = time.monotonic()
 
     def get(self) -> Memory:
-        self.last_asked = time.monotonic()  # every request fetches the memory first
         with self._lock:
             if self._memory is None:
                 from mtl_mcp.memory import Memory
@@ -126,7 +140,10 @@ class MemoryKeeper:
                 logger.exception("consolidation failed")
 
     def _due(self, memory: Memory) -> bool:
-        if time.monotonic() - self.last_asked < self._settings.consolidate_idle_seconds:
+        if (
+            self._busy
+            or time.monotonic() - self.last_asked < self._settings.consolidate_idle_seconds
+        ):
             return False
         last = memory.runs.last_pass()
         every = timedelta(hours=self._settings.consolidate_every_hours)
