@@ -234,8 +234,9 @@ def consolidate(
 
 def _summary(run: ConsolidationRun) -> str:
     merged = sum(len(members) for _, members in run.merged)
+    kept = "1 insight" if len(run.merged) == 1 else f"{len(run.merged)} insights"
     parts = [
-        f"merged {merged} wordings into {len(run.merged)} insights",
+        f"merged {merged} wordings into {kept}",
         f"{len(run.superseded)} superseded",
         f"{len(run.retired)} retired unused",
         f"{len(run.conflicts)} conflicts flagged",
