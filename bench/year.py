@@ -1,6 +1,7 @@
 """A year of sessions, replayed through the real `Memory`, with and without consolidation.
 
     python bench/year.py [--small] [--out bench-results/year.json] [--no-10k]
+    python bench/year.py --only similarity|confirmations|ten_thousand   # one part again
 
 The stream (`bench/year_stream.py`: bench/data/year.jsonl, or tests/fixtures/year with
 --small) is replayed session by session on a simulated clock. Each session recalls for its
@@ -30,6 +31,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -136,7 +138,7 @@ class Year:
         day = None
         for number, session in enumerate(self.stream.sessions):
             if session["day"] != day:
-                if day is not None and self.consolidate:
+                if day is not None:
                     self.night(day)
                 day = session["day"]
             self.now = START + timedelta(days=day, hours=8, seconds=40 * number % 36000)
@@ -145,7 +147,7 @@ class Year:
             before, seen = seen, seen + len(session["insights"])
             if seen // CHECK_EVERY > before // CHECK_EVERY:
                 self.checkpoints.append(self.measure(seen, day, queries))
-        if self.consolidate and day is not None:
+        if day is not None:
             self.night(day)
         self.checkpoints.append(self.measure(seen, day or 0, queries))
 
@@ -193,10 +195,15 @@ class Year:
                 if result.id:
                     self.lesson_of.setdefault(result.id, self.stream.lesson(item["n"]))
                 self.learnt[self.stream.lesson(item["n"])].append(self.day)
-        self.memory.flush(drain=False)
+        # The ledger now (what consolidation reads); recall counts once a day (`night`):
+        # they rank nothing, and each flush is a commit.
+        self.memory.loop.flush()
 
     def night(self, day: int) -> None:
         self.now = START + timedelta(days=day, hours=23, minutes=30)
+        self.memory.flush(drain=False)
+        if not self.consolidate:
+            return
         run = self.memory.consolidate(trigger="bench")
         self.runs += bool(run.merged or run.superseded or run.retired or run.conflicts)
 
@@ -385,7 +392,67 @@ def similarities(stream: Stream) -> dict[str, Any]:
         },
         "between_0.80_and_0.92": round(float(np.mean((sims >= 0.80) & (sims < 0.92))), 3),
         "merged_at_write_time_share": round(float(np.mean(sims >= 0.92)), 3),
+        "thresholds": thresholds(stream, items, vectors),
     }
+
+
+THRESHOLDS = [  # (merge at, attach at, compare from): the chosen ones, and around them
+    (0.78, 0.72, 0.65),
+    (0.78, 0.78, 0.78),
+    (0.78, 0.78, 0.65),
+    (0.80, 0.72, 0.65),
+    (0.76, 0.72, 0.65),
+    (0.78, 0.74, 0.65),
+    (0.78, 0.70, 0.65),
+    (0.78, 0.72, 0.60),
+]
+
+
+def thresholds(stream: Stream, items: list[Any], vectors: Any) -> list[dict[str, Any]]:
+    """Consolidation's clustering over every insight of the year at once (no write-time
+    dedup, no verdicts), for thresholds around the chosen ones: wordings put in another
+    lesson's cluster, wordings of a lesson left outside its cluster, and the planted
+    contradictions and changed flags the cues caught, with the false flags."""
+    from mtl_mcp.index.clusters import close_pairs, paraphrase_clusters
+    from mtl_mcp.memory.ingest import lesson_of
+    from mtl_mcp.text.cues import conflict
+
+    lessons = [stream.lesson(n) for n, _ in items]
+    cues = [lesson_of(InsightDraft.model_validate(d).model_dump()) for _, d in items]
+    planted = stream.pairs("contradiction") | stream.pairs("supersedes")
+    found = []
+    for merge_at, attach_at, floor in THRESHOLDS:
+        pairs = close_pairs(vectors, floor)
+        apart, flagged = set(), set()
+        for i, j in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True):
+            if conflict(cues[i], cues[j]):
+                apart.add((i, j))
+                flagged.add(frozenset((lessons[i], lessons[j])))
+        groups = paraphrase_clusters(
+            vectors, pairs, merge_at, floor=floor, attach_at=attach_at, apart=apart
+        )
+        wrong = sum(len(g) - Counter(lessons[x] for x in g).most_common(1)[0][1] for g in groups)
+        units: defaultdict[str, set[Any]] = defaultdict(set)
+        clustered = {x for g in groups for x in g}
+        for number, group in enumerate(groups):
+            for x in group:
+                units[lessons[x]].add(number)
+        for x in range(len(items)):
+            if x not in clustered:
+                units[lessons[x]].add(("alone", x))
+        found.append(
+            {
+                "merge_at": merge_at,
+                "attach_at": attach_at,
+                "compare_from": floor,
+                "wordings_in_another_lessons_cluster": wrong,
+                "wordings_left_outside": sum(len(u) - 1 for u in units.values()),
+                "planted_pairs_flagged": len(flagged & planted),
+                "planted_pairs": len(planted),
+                "false_flags": len({p for p in flagged - planted if len(p) == 2}),
+            }
+        )
+    return found
 
 
 @contextmanager
@@ -462,13 +529,123 @@ def ten_thousand(stream: Stream, queries: list[Any]) -> dict[str, Any]:
     }
 
 
+class Confirmer:
+    """A scripted distiller: for each insight its session learnt, it confirms the first of
+    the insights it is shown that expresses the same lesson (the truth tells), and writes
+    the insight otherwise. The best a model could do with what it is shown."""
+
+    name, model, uses_subscription, extra_tokens_per_call, local = (
+        "fake",
+        "fake-confirmer",
+        False,
+        0,
+        True,
+    )
+
+    def __init__(self, lesson_of: dict[str, str]) -> None:
+        self.lesson_of = lesson_of
+        self.drafts: list[tuple[str, dict[str, Any]]] = []  # (lesson, draft) to answer with
+
+    def ask(
+        self, *, step: str, system: str, user: str, answer: Any, max_tokens: int, usage: Any
+    ) -> Any:
+        shown = re.findall(r"^- (ins_[0-9a-f]{16}): ", user, re.M)
+        insights, confirms = [], []
+        for lesson, draft in self.drafts:
+            same = next((i for i in shown if self.lesson_of.get(i) == lesson), None)
+            if same is not None:
+                confirms.append(same)
+            else:
+                insights.append(
+                    {
+                        "polarity": "success",
+                        "category": "other",
+                        "domain": "",
+                        "languages": [],
+                        "tags": [],
+                        **draft,
+                    }
+                )
+        data: dict[str, Any] = {"insights": insights}
+        if "confirms" in answer.model_fields:
+            data["confirms"] = confirms
+        return answer.model_validate(data)
+
+
+def confirmations(stream: Stream) -> dict[str, Any]:
+    """`confirmations_with` for a digest of the session's plan and what it learnt, and for
+    its plan alone (what the distiller is shown its nearest insights for)."""
+    return {
+        "plan and what it learnt": confirmations_with(stream, learnt=True),
+        "plan only": confirmations_with(stream, learnt=False),
+    }
+
+
+def confirmations_with(stream: Stream, learnt: bool) -> dict[str, Any]:
+    """The year's insights through `learn`, the distiller shown the five insights nearest
+    to the digest, with `Confirmer` as the model; no consolidation, no recall. The share of
+    insights answered as confirmations, and the active insights at the end."""
+    from mtl_mcp.learning.pipeline import learn
+
+    counts: Counter[str] = Counter()
+    lesson_of: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="mtl-year-confirms-") as scratch:
+        now = [START]
+        memory = Memory(load_settings(Path(scratch), starter=False), clock=lambda: now[0])
+        confirmer = Confirmer(lesson_of)
+        for session in stream.sessions:
+            if not session["insights"]:
+                continue
+            now[0] = START + timedelta(days=session["day"], hours=9)
+            confirmer.drafts = [(stream.lesson(i["n"]), i["draft"]) for i in session["insights"]]
+            digest = "\n".join(
+                [f"user: {session['plan']}"]
+                + [f"assistant: {i['draft']['content']}" for i in session["insights"] if learnt]
+            )
+            learned = learn(
+                memory,
+                digest,
+                backend=confirmer,
+                outcome_hint="success",
+                project=None,
+                provenance=Provenance(project=session["project"], session_id=session["session"]),
+                wait=60,
+            )
+            confirmed = set(learned.distilled.confirmed)
+            for result in learned.results:
+                kind = (
+                    "confirmed"
+                    if result.id in confirmed and result.status == "merged"
+                    else result.status
+                )
+                counts[kind] += 1
+                if result.id and kind != "confirmed":
+                    lesson = next(
+                        (lsn for lsn, d in confirmer.drafts if d["title"][:100] == result.title),
+                        None,
+                    )
+                    if lesson:
+                        lesson_of.setdefault(result.id, lesson)
+        active = int(memory._snapshot().active.sum())
+        memory.close()
+    total = sum(counts.values())
+    return {
+        "insights": total,
+        "by_outcome": dict(counts),
+        "confirmed_share": round(counts["confirmed"] / total, 3) if total else None,
+        "active_at_end": active,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="The tests' small year.")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "year.json")
     parser.add_argument("--no-10k", action="store_true", help="Skip the 10,000-insight pass.")
     parser.add_argument(
-        "--only-10k", action="store_true", help="Only the 10,000-insight pass (merged into --out)."
+        "--only",
+        choices=["similarity", "confirmations", "ten_thousand"],
+        help="Only this part, merged into --out (the rest of it is kept).",
     )
     args = parser.parse_args()
     folder = ROOT / ("tests/fixtures/year" if args.small else "bench/data")
@@ -476,11 +653,17 @@ def main() -> None:
     pool_path, queries_path = shipped_set()
     pool = load_pool(pool_path)
     queries = eligible(load_queries(queries_path, pool), pool)
-    if args.only_10k:
+    if args.only:
         done = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
-        done["ten_thousand"] = ten_thousand(stream, queries)
-        print(json.dumps(done["ten_thousand"], indent=1), flush=True)
-        args.out.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
+        part = {
+            "similarity": lambda: similarities(stream),
+            "confirmations": lambda: confirmations(stream),
+            "ten_thousand": lambda: ten_thousand(stream, queries),
+        }[args.only]
+        done[args.only] = part()
+        print(json.dumps(done[args.only], indent=1), flush=True)
+        if not args.small:
+            args.out.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
         return
     if args.small:
         present = {stream.lesson(int(n)) for n in stream.labels["items"]}
@@ -529,6 +712,8 @@ def main() -> None:
             "seconds": round(time.perf_counter() - started, 1),
         }
         print(json.dumps(final, indent=1), flush=True)
+    result["confirmations"] = confirmations(stream)
+    print(json.dumps(result["confirmations"], indent=1), flush=True)
     if not args.no_10k:
         result["ten_thousand"] = ten_thousand(stream, queries)
         print(json.dumps(result["ten_thousand"], indent=1), flush=True)

@@ -5,7 +5,6 @@ model shows the machinery, not the quality of a real model's merge."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -17,10 +16,9 @@ from mtl_mcp.learning.merging import cluster_merger
 from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.schemas import Provenance
 from tests.fake_anthropic import FakeAnthropic
+from tests.learning.test_distill import MODEL, api_settings, fake  # noqa: F401 (fixtures)
 from tests.memory.test_consolidation import WORDINGS
 
-API_KEY = "sk-ant-test-0123456789abcdefghij"
-MODEL = "claude-haiku-4-5"
 MERGED = {
     "title": "Reproduce a reported bug with a failing test before fixing it",
     "description": "When someone reports that the code gives a wrong result.",
@@ -35,19 +33,9 @@ MERGED = {
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(model=MODEL) as server:
-        yield server
-
-
-@pytest.fixture
-def configured(
-    settings: Settings, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
-) -> Settings:
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    return replace(
-        settings, anthropic_api_key=API_KEY, distill_model=MODEL, distill_backend="anthropic"
-    )
+def configured(api_settings: Settings) -> Settings:  # noqa: F811 (the imported fixture)
+    """The Anthropic API backend chosen explicitly: consolidation may spend on merges."""
+    return replace(api_settings, distill_backend="anthropic")
 
 
 def test_no_backend_configured_means_the_best_wording(settings: Settings) -> None:
@@ -55,7 +43,8 @@ def test_no_backend_configured_means_the_best_wording(settings: Settings) -> Non
 
 
 def test_the_backend_writes_the_merge_and_undo_removes_it(
-    configured: Settings, fake: FakeAnthropic
+    configured: Settings,
+    fake: FakeAnthropic,  # noqa: F811 (the imported fixture)
 ) -> None:
     memory = Memory(configured)
     ids = [r.id for r in memory.record(WORDINGS, Provenance(project="p1")) if r.id]
@@ -85,7 +74,8 @@ def test_the_backend_writes_the_merge_and_undo_removes_it(
 
 
 def test_a_failed_model_call_keeps_the_best_existing_wording(
-    configured: Settings, fake: FakeAnthropic
+    configured: Settings,
+    fake: FakeAnthropic,  # noqa: F811 (the imported fixture)
 ) -> None:
     memory = Memory(configured)
     ids = [r.id for r in memory.record(WORDINGS) if r.id]
