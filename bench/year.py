@@ -12,6 +12,7 @@ of the lesson the session's situation needed helped (70%), a planted misleading 
 lesson misled (70%; 20% not used, 10% helped: the noise), anything else was not used, but
 3% of those were judged misleading anyway (noise again). The "consolidated" memory runs
 `Memory.consolidate` every simulated night, as the idle service would; the "baseline" never.
+A day's verdicts are recorded that night, in one batch.
 
 After every 200 insights, and at the end, on the shipped evaluation plans (leave-one-domain-
 out, k=3, no origin: a measurement reaches no model): P@3 and hit@3 counting each lesson
@@ -121,6 +122,7 @@ class Year:
         self.learnt: defaultdict[str, list[int]] = defaultdict(list)
         self.needed: defaultdict[str, list[int]] = defaultdict(list)
         self.day = 0
+        self.pending_verdicts: list[VerdictEntry] = []
 
     def judge(self, session: str, hit: str) -> tuple[str, str | None]:
         lesson = self.lesson_of.get(hit, "")
@@ -182,8 +184,7 @@ class Year:
                     trigger="hook",
                 )
             )
-        if entries:
-            self.memory.record_verdicts(entries)
+        self.pending_verdicts += entries
         if session["insights"]:
             provenance = Provenance(
                 project=session["project"],
@@ -201,6 +202,11 @@ class Year:
 
     def night(self, day: int) -> None:
         self.now = START + timedelta(days=day, hours=23, minutes=30)
+        # The day's verdicts at once: each batch rebuilds the feedback index, which reads
+        # every verdict (a real memory gets one batch per session end, not per recall).
+        if self.pending_verdicts:
+            self.memory.record_verdicts(self.pending_verdicts)
+            self.pending_verdicts = []
         self.memory.flush(drain=False)
         if not self.consolidate:
             return

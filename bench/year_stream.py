@@ -292,9 +292,9 @@ def build(small: bool, seed: int = SEED) -> tuple[list[dict[str, Any]], dict[str
             sessions.append(
                 _session(len(sessions), day, project, pick["draft"]["description"], insights, rng)
             )
-            # Most sessions teach nothing new: a session or two of the same project that
-            # day only recalls.
-            for _ in range(rng.choice([0, 1, 1, 2])):
+            # Many sessions teach nothing new: one of the same project that day, every
+            # other time, only recalls.
+            for _ in range(rng.choice([0, 1])):
                 pick = rng.choice(by_domain.get(domain_of[project]) or table)
                 situations[f"s{len(sessions):05d}"] = pick["id"]
                 sessions.append(
