@@ -1,6 +1,10 @@
 """A consolidation merge written by the distillation backend: one insight for a cluster of
 paraphrases (`Memory.consolidate(merger=...)`).
 
+It also weighs each contradiction a pass flags: whether the two truly contradict, or each
+holds in its own scope. Its words are added to the flag's reason; the flag stays, for the
+user to settle.
+
 Used only when a backend is configured explicitly (`MTL_MCP_DISTILL_BACKEND` other than
 `auto` and `off`): an idle pass of the service must not spend a subscription's quota or an
 API's credit the user did not point it at. Each merge is one call, within today's budgets
@@ -12,6 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError
@@ -22,6 +29,8 @@ from mtl_mcp.learning.pipeline import check_budget, ledger
 from mtl_mcp.learning.proposals import DistilledInsights, check
 from mtl_mcp.learning.spend import Usage
 from mtl_mcp.schemas import Insight, InsightDraft
+from mtl_mcp.text.redact import redact
+from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import estimate_tokens
 
 logger = logging.getLogger(__name__)
@@ -37,6 +46,9 @@ class BackendMerger:
         self.settings = settings
         self.backend = backend
         self.name = backend.model
+
+    def weigh(self, first: Insight, second: Insight) -> str | None:
+        return weigh_conflict(self, first, second)
 
     def __call__(self, insights: Sequence[Insight]) -> InsightDraft | None:
         wordings = [(i.title, i.description, i.content) for i in insights[:WORDINGS_MAX]]
@@ -73,6 +85,47 @@ class BackendMerger:
         return checked.draft.model_copy(
             update={"domain": checked.draft.domain or insights[0].domain}
         )
+
+
+class ConflictJudgement(BaseModel):
+    """Whether two lessons that seem to disagree contradict each other."""
+
+    verdict: Literal["contradict", "scoped", "same"] = Field(
+        description="'contradict': at most one can be right; 'scoped': each holds in its own "
+        "scope; 'same': they say the same thing."
+    )
+    reason: str = Field(description="One short line.")
+
+
+def weigh_conflict(merger: BackendMerger, first: Insight, second: Insight) -> str | None:
+    """What the model makes of a flagged pair, in a few words, or None if it did not say:
+    an opinion added to the flag, never a decision (the flag stays for the user)."""
+    system = prompts.CONFLICT_SYSTEM
+    user = prompts.conflict_user((first.title, first.content), (second.title, second.content))
+    check_budget(merger.settings, merger.backend, estimate_tokens(system + user) + 200)
+    usage = Usage()
+    try:
+        answer = merger.backend.ask(
+            step="conflict",
+            system=system,
+            user=user,
+            answer=ConflictJudgement,
+            max_tokens=200,
+            usage=usage,
+        )
+    finally:
+        ledger(merger.settings).record(
+            usage.total_tokens,
+            session=None,
+            backend=merger.backend.name,
+            local=is_local(merger.backend),
+        )
+    words = {
+        "contradict": "they contradict",
+        "scoped": "each holds in its scope",
+        "same": "they say the same",
+    }
+    return f"{merger.name} says {words[answer.verdict]}: {one_line(redact(answer.reason), 160)}"
 
 
 def cluster_merger(settings: Settings) -> BackendMerger | None:

@@ -61,11 +61,14 @@ LOCK_FILE = "consolidate.lock"
 
 
 class Merger(Protocol):
-    """Writes one insight that says what a cluster of paraphrases says (a model)."""
+    """Writes one insight that says what a cluster of paraphrases says (a model), and
+    weighs a flagged contradiction (its words join the flag; it decides nothing)."""
 
     name: str
 
     def __call__(self, insights: Sequence[Insight]) -> InsightDraft | None: ...
+
+    def weigh(self, first: Insight, second: Insight) -> str | None: ...
 
 
 class Consolidation(Upkeep):
@@ -105,6 +108,10 @@ class Consolidation(Upkeep):
                     absorbed=planning.absorbed_by(self.runs.runs()),
                     limit=limit,
                 )
+                if merger is not None and not dry_run:
+                    plan.conflicts = [
+                        (a, b, self._weighed(merger, a, b, why)) for a, b, why in plan.conflicts
+                    ]
                 run = describe(plan, new_run_id(now), now, trigger, dry_run)
                 if not dry_run and plan:
                     undo = self._apply(run, plan, merger)
@@ -172,6 +179,15 @@ class Consolidation(Upkeep):
                     team_upkeep.mark_pass(table, now)
                 team.tier.adopt(table.snapshot())
         return run
+
+    def _weighed(self, merger: Merger, first: str, second: str, why: str) -> str:
+        """A flag's reason, with what the model makes of the pair when it says."""
+        try:
+            opinion = merger.weigh(self.get(first), self.get(second))
+        except Exception as exc:  # the flag stands without the model's opinion
+            logger.warning("%s did not weigh %s and %s: %s", merger.name, first, second, exc)
+            return why
+        return f"{why}; {opinion}"[:500] if opinion else why
 
     def consolidation_runs(self, limit: int = 50) -> builtins.list[ConsolidationRun]:
         """The runs that changed something, newest first: this memory's, and the team

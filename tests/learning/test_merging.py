@@ -17,7 +17,7 @@ from mtl_mcp.learning.pipeline import ledger
 from mtl_mcp.schemas import Provenance
 from tests.fake_anthropic import FakeAnthropic
 from tests.learning.test_distill import MODEL, api_settings, fake  # noqa: F401 (fixtures)
-from tests.memory.test_consolidation import WORDINGS
+from tests.memory.test_consolidation import SCOPED, WORDINGS
 
 MERGED = {
     "title": "Reproduce a reported bug with a failing test before fixing it",
@@ -86,4 +86,23 @@ def test_a_failed_model_call_keeps_the_best_existing_wording(
     [(kept, members)] = run.merged
     assert kept in ids and sorted([kept, *members]) == sorted(ids)
     assert memory.get(kept).support == 3
+    memory.close()
+
+
+def test_the_backend_weighs_a_flagged_contradiction_and_the_flag_stays(
+    configured: Settings,
+    fake: FakeAnthropic,  # noqa: F811 (the imported fixture)
+) -> None:
+    memory = Memory(configured)
+    ids = [r.id for r in memory.record(SCOPED) if r.id]
+    fake.reply_json({"verdict": "scoped", "reason": "one is about reads, one about payments"})
+
+    run = memory.consolidate(merger=cluster_merger(configured))
+
+    [request] = fake.message_requests
+    assert SCOPED[0]["title"] in request.user_text and SCOPED[1]["title"] in request.user_text
+    [change] = run.changes
+    assert change.kind == "conflict" and {change.id, *change.others} == set(ids)
+    assert f"{MODEL} says each holds in its scope: one is about reads" in change.why
+    assert {memory.get(i).status for i in ids} == {"active"}  # flagged, not settled
     memory.close()
