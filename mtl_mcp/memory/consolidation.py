@@ -14,8 +14,9 @@ puts each row back as it was, less nothing that happened since (support and rati
 after the run stay), and moves the ledger rows back. A run can be undone once the runs
 after it that touched the same insights are undone.
 
-A pass holds the memory's write lock (records wait; recalls never do: they read the
-snapshot) and one lock file per data directory (two processes never consolidate at once).
+A pass holds one lock file per data directory (two processes never consolidate at once),
+and the memory's write lock only for its one commit: records wait for that, recalls never
+do (they read the snapshot); planning and the model's calls hold neither.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from mtl_mcp.schemas import (
 from mtl_mcp.storage.locks import try_exclusive
 from mtl_mcp.storage.runs import RunFiles, Undo, new_run_id
 from mtl_mcp.storage.schema import ids_predicate
+from mtl_mcp.storage.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -96,29 +98,33 @@ class Consolidation(Upkeep):
                     "another consolidation of this memory is running (the service's, or "
                     "another command's): try again when it has finished"
                 )
-            with self._lock:
-                self.loop.flush()  # recalls not yet written count as use too
-                now = self.clock()
-                plan = planning.plan(
-                    self._snapshot(),
-                    now=now,
-                    last_used=self.loop.ledger.last_used(),
-                    retire_days=self.settings.retire_unused_days,
-                    flagged=planning.flagged_by(self.runs.runs()),
-                    absorbed=planning.absorbed_by(self.runs.runs()),
-                    limit=limit,
-                )
-                if merger is not None and not dry_run:
-                    plan.conflicts = [
-                        (a, b, self._weighed(merger, a, b, why)) for a, b, why in plan.conflicts
-                    ]
-                run = describe(plan, new_run_id(now), now, trigger, dry_run)
-                if not dry_run and plan:
-                    undo = self._apply(run, plan, merger)
-                    run.seconds = round(time.perf_counter() - start, 3)
-                    self.runs.save(run, undo)
-                if not dry_run and not plan.more:
-                    self.runs.mark_pass(now)
+            # Planning, and the model's calls, hold no lock recalls or records wait for.
+            self.loop.flush()  # recalls not yet written count as use too
+            now = self.clock()
+            snapshot = self._snapshot()
+            plan = planning.plan(
+                snapshot,
+                now=now,
+                last_used=self.loop.ledger.last_used(),
+                retire_days=self.settings.retire_unused_days,
+                flagged=planning.flagged_by(self.runs.runs()),
+                absorbed=planning.absorbed_by(self.runs.runs()),
+                limit=limit,
+            )
+            written: dict[str, dict[str, Any]] = {}
+            if merger is not None and not dry_run:
+                plan.conflicts = [
+                    (a, b, self._weighed(merger, a, b, why)) for a, b, why in plan.conflicts
+                ]
+                written = self._written(merger, snapshot, plan, now)
+            run = describe(plan, new_run_id(now), now, trigger, dry_run)
+            if not dry_run and plan:
+                with self._lock:  # records wait for the one commit; recalls never do
+                    undo = self._apply(run, plan, written)
+                run.seconds = round(time.perf_counter() - start, 3)
+                self.runs.save(run, undo)
+            if not dry_run and not plan.more:
+                self.runs.mark_pass(now)
         run.seconds = round(time.perf_counter() - start, 3)
         if not dry_run and plan:
             logger.info(
@@ -230,8 +236,12 @@ class Consolidation(Upkeep):
 
     # -- applying -----------------------------------------------------------------------------
 
-    def _apply(self, run: ConsolidationRun, plan: planning.Plan, merger: Merger | None) -> Undo:
-        """Write the plan's changes in one commit, move the ledger rows; what undoes it."""
+    def _apply(
+        self, run: ConsolidationRun, plan: planning.Plan, written: dict[str, dict[str, Any]]
+    ) -> Undo:
+        """Write the plan's changes in one commit, move the ledger rows; what undoes it.
+        Rows are read afresh: what records did since the plan (support gained) is kept.
+        `written`: new rows the model wrote for some merges, by the kept id they replace."""
         undo = Undo()
         touched = {i for m in plan.merges for i in [m.kept, *m.members]}
         touched |= {old for old, _, _ in plan.superseded} | {i for i, _ in plan.retired}
@@ -260,16 +270,17 @@ class Consolidation(Upkeep):
             group = [fresh[i] for i in [merge.kept, *merge.members] if i in fresh]
             if len(group) < 2:
                 continue
-            written = self._written_by(merger, group, run, undo) if merger else None
-            kept = written or fresh[merge.kept]
-            if written is not None:
+            new_row = written.get(merge.kept)
+            kept = dict(new_row) if new_row is not None else fresh[merge.kept]
+            if new_row is not None:
+                undo.created.append(kept["id"])
                 fresh[kept["id"]] = kept
                 changed[kept["id"]] = kept
             members = [row for row in group if row["id"] != kept["id"]]
             note(kept["id"], f"consolidation {run.run}: {len(members)} other wordings merged in")
             undo.added[kept["id"]] = _absorb(kept, members)
             undo.written[kept["id"]] = kept["updated_at"].isoformat()
-            if written is not None:
+            if new_row is not None:
                 plan.titles[kept["id"]] = kept["title"]
                 merge.kept = kept["id"]
                 merge.members = [row["id"] for row in members]
@@ -294,32 +305,39 @@ class Consolidation(Upkeep):
     def _columns(self) -> builtins.list[str]:
         return list(self.table.open().schema.names)
 
-    def _written_by(
-        self, merger: Merger, group: Sequence[dict[str, Any]], run: ConsolidationRun, undo: Undo
-    ) -> dict[str, Any] | None:
-        """A new row with the text the model wrote for `group`, or None (no answer, or one
-        the lint rejects, or one that says what a member says word for word)."""
-        try:
-            draft = merger([Insight.model_validate(row) for row in group])
-        except Exception as exc:  # a model's failure costs the merge its new wording only
-            logger.warning(
-                "the merge of %s was not written by %s: %s", group[0]["id"], merger.name, exc
+    def _written(
+        self,
+        merger: Merger,
+        snapshot: Snapshot,
+        plan: planning.Plan,
+        now: datetime,
+    ) -> dict[str, dict[str, Any]]:
+        """New rows with the text the model wrote for each merge, by the kept id they
+        replace; a merge is left out when the model does not answer, its answer fails the
+        lint, or it says what a member says word for word."""
+        found: dict[str, dict[str, Any]] = {}
+        for merge in plan.merges:
+            positions = [snapshot.positions[i] for i in [merge.kept, *merge.members]]
+            group = snapshot.records(positions)
+            try:
+                draft = merger([Insight.model_validate(row) for row in group])
+            except Exception as exc:  # a model's failure costs the merge its new wording only
+                logger.warning("%s did not write the merge of %s: %s", merger.name, merge.kept, exc)
+                continue
+            if draft is None:
+                continue
+            _, accepted = ingest.screen([draft], None)
+            if not accepted or ingest.insight_id(accepted[0].draft) in {r["id"] for r in group}:
+                continue
+            vector = self.embedder.embed_documents([accepted[0].draft.embedding_text()])[0]
+            first = min(group, key=lambda r: r["created_at"])
+            provenance = Provenance(
+                project=first["project"], client="mtl-mcp", distilled_by=merger.name
             )
-            return None
-        if draft is None:
-            return None
-        _, accepted = ingest.screen([draft], None)
-        if not accepted or ingest.insight_id(accepted[0].draft) in {r["id"] for r in group}:
-            return None
-        vector = self.embedder.embed_documents([accepted[0].draft.embedding_text()])[0]
-        first = min(group, key=lambda r: r["created_at"])
-        provenance = Provenance(
-            project=first["project"], client="mtl-mcp", distilled_by=merger.name
-        )
-        row = ingest.new_row(accepted[0].draft, provenance, accepted[0].score, vector, run.at)
-        row.update(created_at=first["created_at"], support=0, projects=[])
-        undo.created.append(row["id"])
-        return row
+            row = ingest.new_row(accepted[0].draft, provenance, accepted[0].score, vector, now)
+            row.update(created_at=first["created_at"], support=0, projects=[])
+            found[merge.kept] = row
+        return found
 
     # -- undoing ------------------------------------------------------------------------------
 
