@@ -1,7 +1,7 @@
 """A year of sessions, replayed through the real `Memory`, with and without consolidation.
 
     python bench/year.py [--small] [--out bench-results/year.json] [--no-10k]
-    python bench/year.py --only similarity|confirmations|ten_thousand   # one part again
+    python bench/year.py --only similarity|clean_year|confirmations|ten_thousand  # again
 
 The stream (`bench/year_stream.py`: bench/data/year.jsonl, or tests/fixtures/year with
 --small) is replayed session by session on a simulated clock. Each session recalls for its
@@ -368,6 +368,30 @@ def clean_pool(queries: list[Any], pool: list[Any]) -> dict[str, Any]:
     return figures
 
 
+def clean_year(stream: Stream, queries: list[Any]) -> dict[str, Any]:
+    """The same figures over what a perfectly kept memory of the year would hold: every
+    lesson once, in its first wording, less the superseded flags and the planted
+    misleading lessons. The evaluation pool's lessons then compete with the year's others,
+    as they do in the lived year."""
+    first: dict[str, dict[str, Any]] = {}
+    for session in stream.sessions:
+        for item in session["insights"]:
+            lesson = stream.lesson(item["n"])
+            meta = stream.labels["lessons"][lesson]
+            if meta["kind"] == "misleading" or meta.get("role") == "old":
+                continue
+            first.setdefault(lesson, item["draft"])
+    with tempfile.TemporaryDirectory(prefix="mtl-year-clean-") as scratch:
+        memory = Memory(load_settings(Path(scratch), starter=False))
+        lessons = list(first)
+        results = memory.record([first[lesson] for lesson in lessons])
+        lesson_of = {r.id: lsn for lsn, r in zip(lessons, results, strict=True) if r.id}
+        figures = score_plans(memory, queries, lesson_of)
+        figures["insights"] = len(lesson_of)
+        memory.close()
+    return figures
+
+
 def similarities(stream: Stream) -> dict[str, Any]:
     """How close each paraphrase came out to its lesson's original wording."""
     embedder = get_embedder(load_settings(Path(tempfile.gettempdir()) / "mtl-year-model"))
@@ -650,7 +674,7 @@ def main() -> None:
     parser.add_argument("--no-10k", action="store_true", help="Skip the 10,000-insight pass.")
     parser.add_argument(
         "--only",
-        choices=["similarity", "confirmations", "ten_thousand"],
+        choices=["similarity", "clean_year", "confirmations", "ten_thousand"],
         help="Only this part, merged into --out (the rest of it is kept).",
     )
     args = parser.parse_args()
@@ -663,6 +687,7 @@ def main() -> None:
         done = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
         part = {
             "similarity": lambda: similarities(stream),
+            "clean_year": lambda: clean_year(stream, queries),
             "confirmations": lambda: confirmations(stream),
             "ten_thousand": lambda: ten_thousand(stream, queries),
         }[args.only]
@@ -687,6 +712,7 @@ def main() -> None:
         },
         "similarity": similarities(stream),
         "clean_pool": clean_pool(queries, pool),
+        "clean_year": clean_year(stream, queries),
         "queries": len(queries),
     }
     print(json.dumps(result, indent=1), flush=True)
