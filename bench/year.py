@@ -273,6 +273,21 @@ class Year:
                 merged_wrong += sum(
                     self.lesson_of.get(m) != self.lesson_of.get(kept) for m in members
                 )
+        # What retiring cost the lessons that are right: those left with no active row, and
+        # those whose rows verdicts retired (or retired with a wording verdicts retired).
+        right = {
+            lsn
+            for lsn in self.lesson_of.values()
+            if stream.kind(lsn) != "misleading"
+            and not stream.wrong(lsn)
+            and stream.labels["lessons"][lsn].get("role") != "old"
+        }
+        alive = {lsn for i, lsn in self.lesson_of.items() if status.get(i, ("",))[0] == "active"}
+        by_verdicts = {
+            lsn
+            for i, lsn in self.lesson_of.items()
+            if "session verdicts" in status.get(i, ("", ""))[1]
+        }
         every_plan = [s["plan"] for s in stream.sessions]
         plan_dupes = sum(
             two_wordings(memory.recall(plan, k=3), self.lesson_of)
@@ -280,6 +295,13 @@ class Year:
         )
         return {
             "misleading": misleading,
+            "right_lessons": len(right),
+            "right_lessons_without_an_active_row": dict(
+                Counter(stream.kind(lsn) for lsn in right - alive)
+            ),
+            "right_lessons_retired_by_verdicts": dict(
+                Counter(stream.kind(lsn) for lsn in right & by_verdicts)
+            ),
             "contradictions_planted": len(planted),
             "contradictions_flagged": len(flagged & planted),
             "false_flags": false_flags,

@@ -238,7 +238,7 @@ def _summary(run: ConsolidationRun) -> str:
     parts = [
         f"merged {merged} wordings into {kept}",
         f"{len(run.superseded)} superseded",
-        f"{len(run.retired)} retired unused",
+        f"{len(run.retired)} retired",
         f"{len(run.conflicts)} conflicts flagged",
     ]
     return ", ".join(parts) + (" (undone)" if run.undone_at else "")

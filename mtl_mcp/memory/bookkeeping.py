@@ -15,7 +15,7 @@ import mtl_mcp.memory.loop as loop_reports
 from mtl_mcp.errors import (
     NotFoundError,
 )
-from mtl_mcp.memory.core import appended_note
+from mtl_mcp.memory.core import REINSTATED_NOTE, VERDICTS_NOTE, appended_note
 from mtl_mcp.memory.curation import Curation
 from mtl_mcp.schemas import (
     NOTE_MAX,
@@ -103,7 +103,7 @@ class Bookkeeping(Curation):
         position = snapshot.positions.get(insight)
         if position is None or not snapshot.active[position]:
             return
-        note = sql_string(f"retired by session verdicts: {reason}"[:NOTE_MAX])
+        note = sql_string(f"{VERDICTS_NOTE}{reason}"[:NOTE_MAX])
         self.table.update(
             f"id = {sql_string(insight)}",
             {"status": "'retired'", "notes": appended_note(note)},
@@ -118,7 +118,7 @@ class Bookkeeping(Curation):
         current = self.get(insight)
         self.loop.ledger.reinstate(insight)
         if current.source == "personal" and current.status != "active":
-            note = sql_string("reinstated by hand")
+            note = sql_string(REINSTATED_NOTE)
             self.table.update(
                 f"id = {sql_string(insight)}", {"status": "'active'", "notes": appended_note(note)}
             )

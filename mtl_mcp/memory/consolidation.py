@@ -109,6 +109,7 @@ class Consolidation(Upkeep):
                 retire_days=self.settings.retire_unused_days,
                 flagged=planning.flagged_by(self.runs.runs()),
                 absorbed=planning.absorbed_by(self.runs.runs()),
+                condemned=planning.condemned_in(snapshot, self.settings.retire_after_harmful),
                 limit=limit,
             )
             written: dict[str, dict[str, Any]] = {}

@@ -12,6 +12,13 @@
    (support + 1) for `retire_days` days is retired. The starter pack is exempt: it is what
    a new memory holds before it has learnt anything, and was chosen by hand; it retires
    by ratings and session verdicts like the rest.
+4. **Learnt again after it was condemned**: a wording of a lesson that session verdicts,
+   harmful ratings or a person retired (`condemned`) is retired too, with the reason: a
+   distiller that keeps writing a wrong lesson must not bring it back through a paraphrase
+   (one user found 668 copies of one hallucination). A wording joins a condemned lesson as
+   it would join a cluster (its centroid at MERGE_AT, a lone wording at ATTACH_AT), unless
+   the two give opposite advice: "Commit the lock file" stays when "Do not commit the lock
+   file" was condemned.
 
 The constants were chosen on the simulated year (bench/year.py, docs/memory-health.md):
 at 0.78 every paraphrase cluster of the year held one lesson only, and every planted
@@ -28,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from mtl_mcp.index.clusters import centrality, close_pairs, paraphrase_clusters
+from mtl_mcp.memory.core import HAND_NOTE, REINSTATED_NOTE, VERDICTS_NOTE
 from mtl_mcp.storage.snapshot import Snapshot
 from mtl_mcp.text.cues import Lesson, conflict
 
@@ -35,6 +43,7 @@ MERGE_AT = 0.78  # centroid cosine at which two clusters of wordings are one les
 ATTACH_AT = 0.72  # ... and at which a wording left alone joins the nearest cluster
 CHECK_AT = 0.65  # pairs this close are compared, and checked for opposite advice
 STARTER_PROJECT = "starter"
+_STATUS_NOTES = (VERDICTS_NOTE, HAND_NOTE, REINSTATED_NOTE, "consolidation ")
 COLUMNS = (
     "id",
     "title",
@@ -78,12 +87,14 @@ def plan(
     retire_days: int,
     flagged: Collection[frozenset[str]] = (),
     absorbed: Mapping[str, Sequence[str]] | None = None,
+    condemned: Mapping[str, str] | None = None,
     limit: int | None = None,
 ) -> Plan:
     """The pass's changes (see the module docstring). `flagged`: conflicts flagged by
     earlier runs; `absorbed`: the insights earlier runs merged into each kept one (its
     cluster's centroid counts them: a new wording joins the lesson, not one wording of
-    it); `limit`: at most this many merges (the largest clusters first)."""
+    it); `condemned`: retired insights whose wordings are retired with them, and why
+    (`condemned_in`); `limit`: at most this many merges (the largest clusters first)."""
     positions = np.flatnonzero(snapshot.active)
     result = Plan()
     if not len(positions):
@@ -145,13 +156,19 @@ def plan(
                 result.superseded.append((rows[b]["id"], rows[a]["id"], why))
         elif frozenset((rows[a]["id"], rows[b]["id"])) not in flagged:
             result.conflicts.append((rows[a]["id"], rows[b]["id"], why))
+    gone = set(superseded)
+    for n, why in _condemned_wordings(
+        snapshot, rows, vectors, lessons, members_of, seeds, superseded, absorbed, condemned
+    ):
+        gone.add(n)
+        result.retired.append((rows[n]["id"], why))
     result.conflicts = [
-        c for c in result.conflicts if not {c[0], c[1]} & {rows[n]["id"] for n in superseded}
+        c for c in result.conflicts if not {c[0], c[1]} & {rows[n]["id"] for n in gone}
     ]
     if retire_days > 0:
         cutoff = now - timedelta(days=retire_days)
         for n in sorted(set(unit)):
-            if n in superseded or rows[n]["project"] == STARTER_PROJECT:
+            if n in gone or rows[n]["project"] == STARTER_PROJECT:
                 continue
             last = max(_last_use(rows[m], last_used) for m in [n, *members_of.get(n, [])])
             if last < cutoff:
@@ -168,6 +185,81 @@ def plan(
     named |= {i for c in result.conflicts for i in c[:2]} | {i for i, _ in result.retired}
     result.titles = {r["id"]: r["title"] for r in rows if r["id"] in named}
     return result
+
+
+def _positions(snapshot: Snapshot, ids: Collection[str]) -> list[int]:
+    return [snapshot.positions[i] for i in ids if i in snapshot.positions]
+
+
+def _condemned_wordings(
+    snapshot: Snapshot,
+    rows: list[dict[str, Any]],
+    vectors: Any,
+    lessons: list[Lesson],
+    members_of: Mapping[int, list[int]],
+    seeds: Mapping[int, Any],
+    superseded: Collection[int],
+    absorbed: Mapping[str, Sequence[str]] | None,
+    condemned: Mapping[str, str] | None,
+) -> list[tuple[int, str]]:
+    """The lessons after the merges (by their kept row) that are wordings of a condemned
+    one (see the module docstring), each with why."""
+    condemned = condemned or {}
+    known = [i for i in condemned if i in snapshot.positions]
+    if not known:
+        return []
+    texts = snapshot.records(_positions(snapshot, known), ["title", "description", "content"])
+    judged = [Lesson(r["title"], f"{r['title']}. {r['description']} {r['content']}") for r in texts]
+    centres = np.asarray(
+        [
+            snapshot.vectors[_positions(snapshot, [i, *(absorbed or {}).get(i, ())])].sum(axis=0)
+            for i in known
+        ],
+        dtype=np.float64,
+    )
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    found = []
+    for n in sorted({n for n in range(len(rows)) if n not in superseded} - _merged(members_of)):
+        members = members_of.get(n, [])
+        centre = np.asarray(seeds.get(n, vectors[n]), dtype=np.float64)
+        centre = centre + vectors[members].sum(axis=0) if members else centre
+        lone = not members and n not in seeds
+        closeness = centres @ (centre / np.linalg.norm(centre))
+        for k in np.argsort(-closeness):
+            if closeness[k] < (ATTACH_AT if lone else MERGE_AT):
+                break
+            if conflict(lessons[n], judged[k]) is None:
+                title = texts[k]["title"]
+                why = f"a wording of {known[k]} ({title!r}), which {condemned[known[k]]}"
+                found.append((n, why[:400]))
+                break
+    return found
+
+
+def _merged(members_of: Mapping[int, list[int]]) -> set[int]:
+    return {m for members in members_of.values() for m in members}
+
+
+def condemned_in(snapshot: Snapshot, retire_after_harmful: int) -> dict[str, str]:
+    """The retired insights whose wordings are retired with them, and why: retired by
+    session verdicts, by harmful ratings or by hand, and not brought back since. An
+    insight consolidation retired (merged, superseded, unused) condemns nothing: a new
+    wording of an unused lesson is a new use of it."""
+    retired = [int(n) for n in np.flatnonzero(~snapshot.active)]
+    found: dict[str, str] = {}
+    for row in snapshot.records(retired, ["id", "status", "notes", "helpful", "harmful"]):
+        if row["status"] != "retired":
+            continue
+        last = next((n for n in reversed(row["notes"] or []) if n.startswith(_STATUS_NOTES)), "")
+        if last.startswith(VERDICTS_NOTE):
+            found[row["id"]] = f"session verdicts retired ({last[len(VERDICTS_NOTE) :]})"
+        elif last.startswith(HAND_NOTE):
+            found[row["id"]] = f"was retired by hand ({last[len(HAND_NOTE) :]})"
+        elif not last and _rated_out(row, retire_after_harmful):
+            found[row["id"]] = (
+                f"ratings retired (harmful {row['harmful']}, helpful {row['helpful']})"
+            )
+    return found
 
 
 def _best(rows: list[dict[str, Any]], vectors: Any, group: list[int]) -> int:
@@ -211,3 +303,9 @@ def absorbed_by(runs: Sequence[tuple[Any, Any]]) -> dict[str, list[str]]:
 def flagged_by(runs: Sequence[tuple[Any, Any]]) -> set[frozenset[str]]:
     """The conflicts `runs` not undone flagged: never flagged twice."""
     return {frozenset(pair) for run, _ in runs if run.undone_at is None for pair in run.conflicts}
+
+
+def _rated_out(row: dict[str, Any], retire_after_harmful: int) -> bool:
+    """Whether ratings retired an insight (`Curation.rate`'s rule)."""
+    harmful, helpful = int(row["harmful"] or 0), int(row["helpful"] or 0)
+    return harmful >= max(retire_after_harmful, 1) and harmful > 2 * helpful

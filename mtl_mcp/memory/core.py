@@ -39,6 +39,11 @@ logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
 PLAN_CACHE = 64
+# How the notes of an insight say why its status changed (consolidation reads them back:
+# a wording of a lesson retired by verdicts or by hand is retired with it).
+VERDICTS_NOTE = "retired by session verdicts: "
+HAND_NOTE = "retired by hand: "
+REINSTATED_NOTE = "reinstated by hand"
 
 
 def appended_note(note_sql: str) -> str:

@@ -315,3 +315,65 @@ def test_two_processes_never_consolidate_one_memory_at_once(memory: Memory) -> N
         with pytest.raises(StoreBusy, match="another consolidation"):
             memory.consolidate()
     assert memory.consolidate().merged
+
+
+def condemn(memory: Memory, insight: str, how: str) -> None:
+    """Retire `insight` as session verdicts, ratings or a person do."""
+    if how == "verdicts":  # misled in three sessions, with plans of three kinds
+        plans = [PLAN, "Quote every variable in the deploy script.", "Index the slow query."]
+        memory.record_verdicts(
+            [
+                VerdictEntry(
+                    session_id=f"v{n}", insight=insight, verdict="misled", mode="misapplied", plan=p
+                )
+                for n, p in enumerate(plans)
+            ]
+        )
+    elif how == "ratings":
+        for _ in range(memory.settings.retire_after_harmful):
+            memory.rate(insight, helpful=False)
+    else:
+        memory.retire(insight, "this is wrong for us")
+    assert memory.get(insight).status == "retired"
+
+
+@pytest.mark.parametrize("how", ["verdicts", "ratings", "hand"])
+def test_a_wording_of_a_lesson_retired_as_wrong_is_retired_with_it(
+    memory: Memory, clock: Clock, how: str
+) -> None:
+    """A distiller that learns a condemned lesson again does not bring it back through a
+    paraphrase; a lesson that advises the opposite stays, and undo brings the wording back."""
+    [old] = record(memory, WORDINGS[:1], "p", "s1")
+    [never] = record(memory, SCOPED[1:], "p", "s1")
+    condemn(memory, old, how)
+    condemn(memory, never, how)
+    clock.days(20)
+    [again, retry] = record(memory, [WORDINGS[1], SCOPED[0]], "q", "s2")
+
+    run = memory.consolidate()
+
+    assert run.retired == [again] and not run.merged
+    [change] = [c for c in run.changes if c.kind == "retired"]
+    assert f"a wording of {old}" in change.why and WORDINGS[0]["title"] in change.why
+    assert {"verdicts": "session verdicts", "ratings": "ratings", "hand": "by hand"}[how] in (
+        change.why
+    )
+    assert memory.get(again).status == "retired"
+    assert memory.get(retry).status == "active"  # opposite advice: another lesson
+    memory.undo_consolidation(run.run)
+    assert memory.get(again).status == "active"
+
+
+def test_a_wording_of_a_lesson_retired_as_unused_or_brought_back_is_a_new_use(
+    memory: Memory, clock: Clock
+) -> None:
+    [unused, wrong] = record(memory, [WORDINGS[0], SCOPED[1]], "p", "s1")
+    clock.days(91)
+    assert set(memory.consolidate().retired) == {unused, wrong}
+    memory.retire(wrong, "not for us")
+    memory.reinstate(wrong)
+    memory.retire(wrong, "not for us after all")
+    memory.reinstate(wrong)
+    [again] = record(memory, WORDINGS[1:2], "q", "s2")
+    run = memory.consolidate()
+    assert again not in run.retired and memory.get(again).status == "active"

@@ -499,7 +499,7 @@ async function sessionsPage() {
 
 // -- upkeep: consolidation runs -------------------------------------------------------------
 
-const CHANGE_HEADINGS = { merged: "Merged", superseded: "Superseded", retired: "Retired unused", conflict: "Conflicts flagged" };
+const CHANGE_HEADINGS = { merged: "Merged", superseded: "Superseded", retired: "Retired", conflict: "Conflicts flagged" };
 
 function runSummary(run) {
   const merged = run.merged.reduce((total, [, members]) => total + members.length, 0);
