@@ -570,7 +570,7 @@ async function upkeepPage() {
     el("h1", {}, "Upkeep"),
     message,
     el("p", {}, "Consolidation merges wordings of one lesson into the best of them, retires lessons a later one supersedes ",
-      `and lessons no session used for ${data.retire_unused_days || "∞"} days, and flags contradictions for you. `,
+      `lessons no session used for ${data.retire_unused_days || "∞"} days and new wordings of lessons retired as wrong, and flags contradictions for you. `,
       "Nothing is deleted; every run can be undone. ",
       data.idle_seconds ? `The service runs a pass after ${Math.round(data.idle_seconds / 60)} idle minutes, at most every ${data.every_hours} hours.` : "The service never runs one by itself."),
     el("div", { class: "actions" },
