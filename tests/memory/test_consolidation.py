@@ -377,3 +377,47 @@ def test_a_wording_of_a_lesson_retired_as_unused_or_brought_back_is_a_new_use(
     [again] = record(memory, WORDINGS[1:2], "q", "s2")
     run = memory.consolidate()
     assert again not in run.retired and memory.get(again).status == "active"
+
+
+def test_a_pass_never_blocks_a_recall_and_records_wait_only_for_its_commit(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From another thread, while a pass asks the model for a merge (no lock held) a recall
+    and a record finish, and while it commits (the write lock held) a recall finishes. No
+    timing: each probe waits for the other thread, which a lock held would stall."""
+    import threading
+
+    record(memory, WORDINGS, "p", "s1")
+    finished: dict[str, bool] = {}
+    new = other_lessons(1, offset=60)
+
+    def from_another_thread(name: str, work: Any) -> None:
+        done = threading.Event()
+        threading.Thread(target=lambda: (work(), done.set()), daemon=True).start()
+        finished[name] = done.wait(120)  # stalled behind a lock: the pass goes on after 120 s
+
+    class Probe:
+        name = "probe"
+
+        def __call__(self, insights: Any) -> None:
+            from_another_thread("recall while planning", lambda: memory.recall(PLAN, k=3))
+            from_another_thread("record while planning", lambda: memory.record(new))
+
+        def weigh(self, first: Any, second: Any) -> None:
+            return None
+
+    upsert = memory.table.upsert
+
+    def committing(rows: Any) -> Any:
+        from_another_thread("recall while committing", lambda: memory.recall(PLAN, k=3))
+        return upsert(rows)
+
+    monkeypatch.setattr(memory.table, "upsert", committing)
+    run = memory.consolidate(merger=Probe())
+
+    assert run.merged
+    assert finished == {
+        "recall while planning": True,
+        "record while planning": True,
+        "recall while committing": True,
+    }
