@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from mtl_mcp.cli import cli
-from tests.memory.test_consolidation import SCOPED, WORDINGS
+from tests.memory.test_consolidation import NEW_FLAG, OLD_FLAG, SCOPED, WORDINGS
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -29,10 +29,12 @@ def add(draft: dict[str, str]) -> str:
 def test_json_dry_run_list_and_undo() -> None:
     ids = [add(d) for d in WORDINGS] + [add(d) for d in SCOPED]
 
+    listed_before = json.loads(run("list", "--json", "--limit", "10")[1])
     code, out, _ = run("consolidate", "--dry-run", "--json")
     preview = json.loads(out)
-    assert code == 0 and preview["dry_run"] is True
+    assert code == 0 and preview["dry_run"] is True and preview["merged"]
     assert json.loads(run("consolidate", "--list", "--json")[1]) == []
+    assert json.loads(run("list", "--json", "--limit", "10")[1]) == listed_before
 
     code, out, _ = run("consolidate", "--json")
     done = json.loads(out)
@@ -53,6 +55,27 @@ def test_json_dry_run_list_and_undo() -> None:
     assert listed["total"] == 5
     code, _, err = run("consolidate", "--undo", done["run"])
     assert code == 1 and "undone already" in err
+
+
+def test_json_names_the_superseded_and_the_retired() -> None:
+    """`superseded` as [[old, new]] and `retired` as [ids], as scripts read them: a changed
+    flag, and a wording of a lesson its ratings retired."""
+    old, new = add(OLD_FLAG), add(NEW_FLAG)
+    wrong = add(WORDINGS[0])
+    while json.loads(run("show", wrong, "--json")[1])["status"] == "active":
+        assert run("rate", wrong, "--harmful")[0] == 0
+    again = add(WORDINGS[1])
+
+    code, out, _ = run("consolidate", "--json")
+
+    done = json.loads(out)
+    assert code == 0
+    assert done["superseded"] == [[old, new]] and done["retired"] == [again]
+    assert done["merged"] == [] and done["conflicts"] == []
+    kinds = {change["kind"]: change for change in done["changes"]}
+    assert set(kinds) == {"superseded", "retired"}
+    assert f"a wording of {wrong}" in kinds["retired"]["why"]
+    assert json.loads(run("show", again, "--json")[1])["status"] == "retired"
 
 
 def test_a_run_for_people_says_why_and_how_to_undo() -> None:

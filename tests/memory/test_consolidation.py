@@ -183,10 +183,13 @@ def test_undo_puts_every_row_and_ledger_row_back_and_keeps_what_came_since(
     memory.record_verdicts(
         [VerdictEntry(session_id="s5", insight=i, verdict="helped", plan=PLAN) for i in ids]
     )
+    memory.rate(ids[1], helpful=True)
+    memory.rate(ids[2], helpful=False)
     memory.flush()
     before = {i: memory.get(i) for i in ids}
     run = memory.consolidate()
     kept, _ = run.merged[0]
+    assert memory.get(kept).helpful == 1 and memory.get(kept).harmful == 1
     memory.rate(kept, helpful=True)  # after the run: it stays after the undo
 
     undone = memory.undo_consolidation(run.run)
@@ -197,6 +200,14 @@ def test_undo_puts_every_row_and_ledger_row_back_and_keeps_what_came_since(
         assert now.status == "active"
         assert now.support == before[insight].support
         assert now.projects == before[insight].projects
+        assert (now.recall_count, now.tags, now.session_id, now.client) == (
+            before[insight].recall_count,
+            before[insight].tags,
+            before[insight].session_id,
+            before[insight].client,
+        )
+        if insight != kept:
+            assert (now.helpful, now.harmful) == (before[insight].helpful, before[insight].harmful)
         assert not any(run.run in note for note in now.notes)
         assert {v.insight for v in memory.history(insight).verdicts} == {insight}
     assert memory.get(kept).helpful == before[kept].helpful + 1
