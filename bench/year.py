@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -83,6 +83,21 @@ class Stream:
 
     def wrong(self, lesson: str) -> bool:
         return bool(self.labels["lessons"][lesson].get("wrong"))
+
+    def right(self, lesson: str) -> bool:
+        """Whether a lesson is right advice now: not planted as misleading or wrong, and
+        not a flag a later lesson says changed."""
+        meta = self.labels["lessons"][lesson]
+        return meta["kind"] != "misleading" and not meta.get("wrong") and meta.get("role") != "old"
+
+    def unjudged(self) -> set[str]:
+        """The right lessons outside the evaluation pool, project facts aside: the pool's
+        labels say nothing of them (`score_plans`)."""
+        return {
+            lesson
+            for lesson, meta in self.labels["lessons"].items()
+            if meta["kind"] not in ("eval", "fact") and self.right(lesson)
+        }
 
     def pairs(self, kind: str) -> set[frozenset[str]]:
         return {
@@ -214,7 +229,7 @@ class Year:
         self.runs += bool(run.merged or run.superseded or run.retired or run.conflicts)
 
     def measure(self, seen: int, day: int, queries: list[Any]) -> Checkpoint:
-        scores = score_plans(self.memory, queries, self.lesson_of)
+        scores = score_plans(self.memory, queries, self.lesson_of, self.stream.unjudged())
         snapshot = self.memory._snapshot()
         active = int(snapshot.active.sum())
         distinct = len(set(self.lesson_of.values()))
@@ -275,15 +290,9 @@ class Year:
                 )
         # What retiring cost the lessons that are right: those left with no active row, and
         # those whose rows verdicts retired (or retired with a wording verdicts retired).
-        right = {
-            lsn
-            for lsn in self.lesson_of.values()
-            if stream.kind(lsn) != "misleading"
-            and not stream.wrong(lsn)
-            and stream.labels["lessons"][lsn].get("role") != "old"
-        }
+        right = {lsn for lsn in self.lesson_of.values() if stream.right(lsn)}
         alive = {lsn for i, lsn in self.lesson_of.items() if status.get(i, ("",))[0] == "active"}
-        by_verdicts = {
+        verdict_retired = {
             lsn
             for i, lsn in self.lesson_of.items()
             if "session verdicts" in status.get(i, ("", ""))[1]
@@ -300,7 +309,7 @@ class Year:
                 Counter(stream.kind(lsn) for lsn in right - alive)
             ),
             "right_lessons_retired_by_verdicts": dict(
-                Counter(stream.kind(lsn) for lsn in right & by_verdicts)
+                Counter(stream.kind(lsn) for lsn in right & verdict_retired)
             ),
             "contradictions_planted": len(planted),
             "contradictions_flagged": len(flagged & planted),
@@ -352,10 +361,19 @@ def two_wordings(hits: list[Any], lesson_of: dict[str, str]) -> bool:
     return len(set(lessons)) < len(lessons)
 
 
-def score_plans(memory: Memory, queries: list[Any], lesson_of: dict[str, str]) -> dict[str, Any]:
+def score_plans(
+    memory: Memory,
+    queries: list[Any],
+    lesson_of: dict[str, str],
+    unjudged: Collection[str] = (),
+) -> dict[str, Any]:
     """P@3 and hit@3 (each lesson once), the share of answers with two wordings of one
-    lesson, and recall p50, over the evaluation plans."""
-    precision, hits, dupes, times = [], [], 0, []
+    lesson, and recall p50, over the evaluation plans. `p_at_3_judged` is P@3 over the
+    condensed list (Sakai's, for incomplete judgments): the `unjudged` lessons (the year's
+    right lessons that are not in the evaluation pool: its labels say nothing of them, and
+    some fit its plans) are dropped from a top 10 before the first three are scored.
+    Project facts, misleading and wrong lessons and old flags are judged: never relevant."""
+    precision, judged, hits, dupes, times = [], [], [], 0, []
     for query in queries:
         start = time.perf_counter()
         found = memory.recall(query.plan, k=3, exclude_domains=[query.domain])
@@ -365,8 +383,13 @@ def score_plans(memory: Memory, queries: list[Any], lesson_of: dict[str, str]) -
         precision.append(len(relevant) / 3)
         hits.append(float(bool(relevant)))
         dupes += len(set(lessons)) < len(lessons)
+        if unjudged:
+            ten = memory.recall(query.plan, k=10, exclude_domains=[query.domain])
+            lessons = [lsn for h in ten if (lsn := lesson_of.get(h.id, h.id)) not in unjudged]
+        judged.append(len(set(query.relevant) & set(lessons[:3])) / 3)
     return {
         "p_at_3": round(statistics.fmean(precision), 4),
+        "p_at_3_judged": round(statistics.fmean(judged), 4),
         "hit_at_3": round(statistics.fmean(hits), 4),
         "dupe_share": round(dupes / len(queries), 4),
         "recall_p50_ms": round(statistics.median(times) * 1000, 2),
@@ -393,22 +416,21 @@ def clean_pool(queries: list[Any], pool: list[Any]) -> dict[str, Any]:
 def clean_year(stream: Stream, queries: list[Any]) -> dict[str, Any]:
     """The same figures over what a perfectly kept memory of the year would hold: every
     lesson once, in its first wording, less the superseded flags and the planted
-    misleading lessons. The evaluation pool's lessons then compete with the year's others,
+    misleading lessons (both sides of a contradiction stay: consolidation flags them and
+    settles nothing). The evaluation pool's lessons then compete with the year's others,
     as they do in the lived year."""
     first: dict[str, dict[str, Any]] = {}
     for session in stream.sessions:
         for item in session["insights"]:
             lesson = stream.lesson(item["n"])
-            meta = stream.labels["lessons"][lesson]
-            if meta["kind"] == "misleading" or meta.get("role") == "old":
-                continue
-            first.setdefault(lesson, item["draft"])
+            if stream.right(lesson) or stream.kind(lesson) == "contradiction":
+                first.setdefault(lesson, item["draft"])  # both sides of a pair: both are kept
     with tempfile.TemporaryDirectory(prefix="mtl-year-clean-") as scratch:
         memory = Memory(load_settings(Path(scratch), starter=False))
         lessons = list(first)
         results = memory.record([first[lesson] for lesson in lessons])
         lesson_of = {r.id: lsn for lsn, r in zip(lessons, results, strict=True) if r.id}
-        figures = score_plans(memory, queries, lesson_of)
+        figures = score_plans(memory, queries, lesson_of, stream.unjudged())
         figures["insights"] = len(lesson_of)
         memory.close()
     return figures
