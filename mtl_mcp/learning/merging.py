@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import DistillError
 from mtl_mcp.learning import prompts
-from mtl_mcp.learning.backends import Backend, is_local
+from mtl_mcp.learning.backends import Answer, Backend, is_local
 from mtl_mcp.learning.backends.select import Chooser
 from mtl_mcp.learning.pipeline import check_budget, ledger
 from mtl_mcp.learning.proposals import DistilledInsights, check
@@ -50,22 +50,14 @@ class BackendMerger:
     def weigh(self, first: Insight, second: Insight) -> str | None:
         return weigh_conflict(self, first, second)
 
-    def __call__(self, insights: Sequence[Insight]) -> InsightDraft | None:
-        wordings = [(i.title, i.description, i.content) for i in insights[:WORDINGS_MAX]]
-        user = prompts.merge_user(wordings)
-        system = prompts.merge_system()
-        worst = estimate_tokens(system + user) + MERGE_MAX_TOKENS
-        worst += self.backend.extra_tokens_per_call
+    def ask(self, step: str, system: str, user: str, answer: type[Answer], most: int) -> Answer:
+        """One call within today's budgets, its tokens counted even when it fails."""
+        worst = estimate_tokens(system + user) + most + self.backend.extra_tokens_per_call
         check_budget(self.settings, self.backend, worst)
         usage = Usage()
         try:
-            answer = self.backend.ask(
-                step="merge",
-                system=system,
-                user=user,
-                answer=DistilledInsights,
-                max_tokens=MERGE_MAX_TOKENS,
-                usage=usage,
+            return self.backend.ask(
+                step=step, system=system, user=user, answer=answer, max_tokens=most, usage=usage
             )
         finally:
             ledger(self.settings).record(
@@ -74,6 +66,16 @@ class BackendMerger:
                 backend=self.backend.name,
                 local=is_local(self.backend),
             )
+
+    def __call__(self, insights: Sequence[Insight]) -> InsightDraft | None:
+        wordings = [(i.title, i.description, i.content) for i in insights[:WORDINGS_MAX]]
+        answer = self.ask(
+            "merge",
+            prompts.merge_system(),
+            prompts.merge_user(wordings),
+            DistilledInsights,
+            MERGE_MAX_TOKENS,
+        )
         if not answer.insights:
             return None
         polarity = insights[0].polarity
@@ -100,26 +102,13 @@ class ConflictJudgement(BaseModel):
 def weigh_conflict(merger: BackendMerger, first: Insight, second: Insight) -> str | None:
     """What the model makes of a flagged pair, in a few words, or None if it did not say:
     an opinion added to the flag, never a decision (the flag stays for the user)."""
-    system = prompts.CONFLICT_SYSTEM
-    user = prompts.conflict_user((first.title, first.content), (second.title, second.content))
-    check_budget(merger.settings, merger.backend, estimate_tokens(system + user) + 200)
-    usage = Usage()
-    try:
-        answer = merger.backend.ask(
-            step="conflict",
-            system=system,
-            user=user,
-            answer=ConflictJudgement,
-            max_tokens=200,
-            usage=usage,
-        )
-    finally:
-        ledger(merger.settings).record(
-            usage.total_tokens,
-            session=None,
-            backend=merger.backend.name,
-            local=is_local(merger.backend),
-        )
+    answer = merger.ask(
+        "conflict",
+        prompts.CONFLICT_SYSTEM,
+        prompts.conflict_user((first.title, first.content), (second.title, second.content)),
+        ConflictJudgement,
+        200,
+    )
     words = {
         "contradict": "they contradict",
         "scoped": "each holds in its scope",
