@@ -1,7 +1,8 @@
 """A year of sessions, replayed through the real `Memory`, with and without consolidation.
 
     python bench/year.py [--small] [--out bench-results/year.json] [--no-10k]
-    python bench/year.py --only similarity|clean_year|confirmations|ten_thousand  # again
+    python bench/year.py --only setup|baseline|never-retiring|consolidated|confirmations|
+                                ten_thousand|similarity|clean_year  # one part, merged into --out
 
 The stream (`bench/year_stream.py`: bench/data/year.jsonl, or tests/fixtures/year with
 --small) is replayed session by session on a simulated clock. Each session recalls for its
@@ -29,6 +30,7 @@ clean, not that memory helps an assistant.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -40,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -757,55 +759,34 @@ class LoadSampler:
             if self.stop.wait(30):
                 return
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The samples so far, with those of an `earlier` summary (another part's)."""
         self.stop.set()
-        found = sorted(self.samples)
+        found = sorted(
+            [round(v, 2) for v in self.samples]
+            + (earlier or {}).get("load_average_1min", {}).get("samples", [])
+        )
         return {
             "cores": os.cpu_count(),
             "load_average_1min": {
-                "min": round(found[0], 2),
+                "min": found[0],
                 "median": round(statistics.median(found), 2),
-                "max": round(found[-1], 2),
-                "samples": len(found),
+                "max": found[-1],
+                "samples": found,
             },
         }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true", help="The tests' small year.")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "year.json")
-    parser.add_argument("--no-10k", action="store_true", help="Skip the 10,000-insight pass.")
-    parser.add_argument(
-        "--only",
-        choices=["similarity", "clean_year", "confirmations", "ten_thousand"],
-        help="Only this part, merged into --out (the rest of it is kept).",
-    )
-    args = parser.parse_args()
-    folder = ROOT / ("tests/fixtures/year" if args.small else "bench/data")
-    stream = Stream.load(folder)
-    pool_path, queries_path = shipped_set()
-    pool = load_pool(pool_path)
-    queries = eligible(load_queries(queries_path, pool), pool)
-    if args.only:
-        done = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
-        part = {
-            "similarity": lambda: similarities(stream),
-            "clean_year": lambda: clean_year(stream, queries),
-            "confirmations": lambda: confirmations(stream),
-            "ten_thousand": lambda: ten_thousand(stream, queries),
-        }[args.only]
-        done[args.only] = part()
-        print(json.dumps(done[args.only], indent=1), flush=True)
-        if not args.small:
-            args.out.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
-        return
-    if args.small:
-        present = {stream.lesson(int(n)) for n in stream.labels["items"]}
-        queries = [q for q in queries if set(q.relevant) & present]
-        pool = [item for item in pool if item.id in present]
-    load = LoadSampler()
-    result: dict[str, Any] = {
+VARIANTS = {  # --only's name: the run's name, whether it consolidates, retire_unused_days
+    "baseline": ("baseline", False, None),
+    "never-retiring": ("consolidated, never retiring unused", True, 0),
+    "consolidated": ("consolidated", True, None),
+}
+
+
+def setup(stream: Stream, queries: list[Any], pool: list[Any]) -> dict[str, Any]:
+    """The stream's figures and the references the runs are measured against."""
+    return {
         "stream": {
             "sessions": len(stream.sessions),
             "insights": len(stream.labels["items"]),
@@ -820,35 +801,88 @@ def main() -> None:
         "clean_year": clean_year(stream, queries),
         "queries": len(queries),
     }
-    print(json.dumps(result, indent=1), flush=True)
-    default_days = load_settings(
-        Path(tempfile.gettempdir()) / "mtl-year-defaults"
-    ).retire_unused_days
-    variants = [
-        ("baseline", False, default_days),
-        ("consolidated, never retiring unused", True, 0),
-        ("consolidated", True, default_days),
-    ]
-    result["runs"] = {}
-    for name, consolidate, days in variants:
-        print(f"{name}:", flush=True)
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="mtl-year-") as scratch:
-            year = Year(stream, consolidate, Path(scratch), days)
-            year.live(queries)
-            final = year.final(queries)
-            year.memory.close()
-        if consolidate and not days:
-            final["retire_sweep"] = retire_sweep(year, RETIRE_CHOICES)
-        result["runs"][name] = {
-            "retire_unused_days": days,
-            "curve": [
-                {"insights": c.insights, "day": c.day, **c.figures} for c in year.checkpoints
-            ],
-            "final": final,
-            "seconds": round(time.perf_counter() - started, 1),
+
+
+def run_variant(stream: Stream, queries: list[Any], variant: str) -> dict[str, Any]:
+    """One lived year (see the module docstring)."""
+    name, consolidate, days = VARIANTS[variant]
+    if days is None:
+        days = load_settings(Path(tempfile.gettempdir()) / "mtl-year-defaults").retire_unused_days
+    print(f"{name}:", flush=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mtl-year-") as scratch:
+        year = Year(stream, consolidate, Path(scratch), days)
+        year.live(queries)
+        final = year.final(queries)
+        year.memory.close()
+    if consolidate and not days:
+        final["retire_sweep"] = retire_sweep(year, RETIRE_CHOICES)
+    print(json.dumps(final, indent=1), flush=True)
+    return {
+        "retire_unused_days": days,
+        "curve": [{"insights": c.insights, "day": c.day, **c.figures} for c in year.checkpoints],
+        "final": final,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def merge_into(out: Path, update: Callable[[dict[str, Any]], None]) -> None:
+    """Read --out, update it, write it back, under a lock: parts may run side by side."""
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+        update(done)
+        out.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", action="store_true", help="The tests' small year.")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "year.json")
+    parser.add_argument("--no-10k", action="store_true", help="Skip the 10,000-insight pass.")
+    parser.add_argument(
+        "--only",
+        choices=["setup", "similarity", "clean_year", "confirmations", "ten_thousand", *VARIANTS],
+        help="Only this part, merged into --out (the rest of it is kept; parts may run at once).",
+    )
+    args = parser.parse_args()
+    folder = ROOT / ("tests/fixtures/year" if args.small else "bench/data")
+    stream = Stream.load(folder)
+    pool_path, queries_path = shipped_set()
+    pool = load_pool(pool_path)
+    queries = eligible(load_queries(queries_path, pool), pool)
+    if args.small:
+        present = {stream.lesson(int(n)) for n in stream.labels["items"]}
+        queries = [q for q in queries if set(q.relevant) & present]
+        pool = [item for item in pool if item.id in present]
+    load = LoadSampler()
+    if args.only:
+        parts: dict[str, Callable[[], dict[str, Any]]] = {
+            "setup": lambda: setup(stream, queries, pool),
+            "similarity": lambda: {"similarity": similarities(stream)},
+            "clean_year": lambda: {"clean_year": clean_year(stream, queries)},
+            "confirmations": lambda: {"confirmations": confirmations(stream)},
+            "ten_thousand": lambda: {"ten_thousand": ten_thousand(stream, queries)},
         }
-        print(json.dumps(final, indent=1), flush=True)
+        if args.only in VARIANTS:
+            found = {"runs": {VARIANTS[args.only][0]: run_variant(stream, queries, args.only)}}
+        else:
+            found = parts[args.only]()
+            print(json.dumps(found, indent=1), flush=True)
+
+        def update(done: dict[str, Any]) -> None:
+            runs = {**done.get("runs", {}), **found.pop("runs", {})}
+            done.update(found)
+            if runs:
+                done["runs"] = runs
+            done["machine"] = load.summary(done.get("machine"))
+
+        if not args.small:
+            merge_into(args.out, update)
+        return
+    result = setup(stream, queries, pool)
+    print(json.dumps(result, indent=1), flush=True)
+    result["runs"] = {VARIANTS[v][0]: run_variant(stream, queries, v) for v in VARIANTS}
     result["confirmations"] = confirmations(stream)
     print(json.dumps(result["confirmations"], indent=1), flush=True)
     if not args.no_10k:
