@@ -838,6 +838,18 @@ def year_stream() -> str:
 
 
 @year_figure("setup")
+def year_references() -> str:
+    year = result("year")
+    clean, kept = year["clean_pool"], year["clean_year"]
+    return (
+        f"the clean pool's P@3 is {num(clean['p_at_3'], 3)} (the floor: "
+        f"{num(clean['p_at_3'] - 0.02, 3)}), a perfectly kept year's {num(kept['p_at_3'], 3)}"
+        f" ({num(kept['p_at_3_judged'], 3)} on judged lessons only), over"
+        f" {num(year['queries'])} evaluation plans"
+    )
+
+
+@year_figure("setup")
 def year_thresholds() -> str:
     rows = [
         [
@@ -916,6 +928,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     "year-targets": year_targets,
     "year-retire": year_retire,
     "year-thresholds": year_thresholds,
+    "year-references": year_references,
     "year-confirms": year_confirms,
 }
 
