@@ -922,6 +922,310 @@ def speed_embedding() -> str:
     return table(["runtime", "3-sentence plan, wall p50", "CPU p50", "P@3 / hit@3 / MRR"], rows)
 
 
+# A year of sessions (docs/memory-health.md) -----------------------------------------------
+
+WITHOUT, WITH = "baseline", "consolidated"
+YEAR_PARTS = {  # `bench/year.py --only PART`: the key of year.json it writes
+    "setup": ("stream",),
+    "baseline": ("runs", WITHOUT),
+    "consolidated": ("runs", WITH),
+    "never-retiring": ("runs", "consolidated, never retiring unused"),
+    "confirmations": ("confirmations",),
+    "ten_thousand": ("ten_thousand",),
+}
+
+
+def year_missing(*parts: str) -> list[str]:
+    """The parts of the year bench that year.json does not hold yet."""
+    try:
+        year = result("year")
+    except FileNotFoundError:
+        return list(parts)
+    return [p for p in parts if not _has(year, YEAR_PARTS[p])]
+
+
+def _has(tree: Any, keys: tuple[str, ...]) -> bool:
+    return not keys or (keys[0] in tree and _has(tree[keys[0]], keys[1:]))
+
+
+def not_measured(parts: list[str]) -> str:
+    runs = ", ".join(f"`python bench/year.py --only {p}`" for p in parts)
+    return f"*Not measured yet: {runs}, then `python bench/figures.py`.*"
+
+
+def year_figure(*parts: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
+    """A year figure, or a line naming the parts of the bench it still needs."""
+
+    def wrap(figure: Callable[[], str]) -> Callable[[], str]:
+        def written() -> str:
+            missing = year_missing(*parts)
+            return not_measured(missing) if missing else figure()
+
+        return written
+
+    return wrap
+
+
+def _pair(runs: dict[str, Any], point: int, name: str, show: Callable[[Any], str]) -> str:
+    without, with_ = (runs[r]["curve"][point][name] for r in (WITHOUT, WITH))
+    return f"{show(without)} / **{show(with_)}**"
+
+
+@year_figure("baseline", "consolidated")
+def year_curves() -> str:
+    runs = result("year")["runs"]
+    rows = []
+    for point, base in enumerate(runs[WITHOUT]["curve"]):
+        rows.append(
+            [
+                num(base["insights"]),
+                str(base["day"]),
+                _pair(runs, point, "p_at_3", lambda v: num(v, 3)),
+                _pair(runs, point, "p_at_3_judged", lambda v: num(v, 3)),
+                _pair(runs, point, "hit_at_3", lambda v: num(v, 3)),
+                _pair(runs, point, "dupe_share", pct),
+                _pair(runs, point, "active", num),
+                num(base["distinct_lessons"]),
+                _pair(runs, point, "recall_p50_ms", lambda v: num(v, 1)),
+            ]
+        )
+    head = [
+        "insights",
+        "day",
+        "P@3 (without / **with**)",
+        "P@3, judged lessons only",
+        "hit@3",
+        "top-3 answers with two wordings of a lesson",
+        "active insights",
+        "distinct lessons",
+        "recall p50, ms",
+    ]
+    return table(head, rows)
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+@year_figure("setup")
+def year_targets() -> str:
+    year = result("year")
+    lived = year_missing("baseline", "consolidated")
+    rows = [] if lived else lived_rows(year)
+    load = year["machine"]["load_average_1min"]
+    note = (
+        f"\n\nMeasured on a shared machine of {year['machine']['cores']} cores, its 1-minute load"
+        f" average {num(load['min'], 1)}-{num(load['max'], 1)} (median {num(load['median'], 1)})"
+        " while the bench ran"
+    )
+    if year_missing("ten_thousand"):
+        note += ". The pass over 10,000 insights: " + not_measured(["ten_thousand"])
+    else:
+        rows += ten_thousand_rows(year["ten_thousand"])
+        note += "; during the rounds of the 10,000-insight pass: " + ", ".join(
+            num(r["load_average_1min"], 1) for r in year["ten_thousand"]["rounds"]
+        )
+        note += "."
+    if lived:
+        note += " The targets after the lived year: " + not_measured(lived)
+    if not rows:
+        return note.lstrip()
+    return table(["target", "without consolidation", "with", "met"], rows) + note
+
+
+def lived_rows(year: dict[str, Any]) -> list[list[str]]:
+    clean, clean_year = year["clean_pool"], year["clean_year"]
+    runs = {name: year["runs"][name] for name in (WITHOUT, WITH)}
+    end = {name: run["curve"][-1] for name, run in runs.items()}
+    final = runs[WITH]["final"]
+    misled = final["misleading"]
+    ok_misled = sum(m["ok"] for m in misled.values())
+    replayed = final["session_plans_replayed"]
+    floor = clean["p_at_3"] - 0.02
+    lost = final["right_lessons_without_an_active_row"]
+    return [
+        [
+            f"P@3 on the evaluation plans >= the clean pool's - 0.02 ({num(clean['p_at_3'], 3)}"
+            f" - 0.02); a perfectly kept memory of the year: {num(clean_year['p_at_3'], 3)}",
+            f"{num(end[WITHOUT]['p_at_3'], 3)}",
+            f"**{num(end[WITH]['p_at_3'], 3)}**",
+            _yes(end[WITH]["p_at_3"] >= floor),
+        ],
+        [
+            "the same on judged lessons only (the year's right lessons outside the pool, which"
+            " its labels do not judge, left out); a perfectly kept year: "
+            f"{num(clean_year['p_at_3_judged'], 3)}",
+            f"{num(end[WITHOUT]['p_at_3_judged'], 3)}",
+            f"**{num(end[WITH]['p_at_3_judged'], 3)}**",
+            _yes(end[WITH]["p_at_3_judged"] >= floor),
+        ],
+        [
+            "no top-3 answer holding two wordings of one lesson (evaluation plans; "
+            f"{num(replayed)} of the year's session plans)",
+            f"{pct(end[WITHOUT]['dupe_share'])}; "
+            f"{num(runs[WITHOUT]['final']['session_plan_answers_with_two_wordings'])}",
+            f"**{pct(end[WITH]['dupe_share'])}; "
+            f"{num(final['session_plan_answers_with_two_wordings'])}**",
+            _yes(
+                end[WITH]["dupe_share"] == 0 and not final["session_plan_answers_with_two_wordings"]
+            ),
+        ],
+        [
+            "active insights <= 1.2x the distinct lessons",
+            f"{num(end[WITHOUT]['active_per_lesson'], 2)}x",
+            f"**{num(end[WITH]['active_per_lesson'], 2)}x**",
+            _yes(end[WITH]["active_per_lesson"] <= 1.2),
+        ],
+        [
+            "every planted misleading lesson retired by verdicts, or never in a top 3",
+            f"{sum(m['ok'] for m in runs[WITHOUT]['final']['misleading'].values())} of "
+            f"{len(misled)}",
+            f"**{ok_misled} of {len(misled)}**",
+            _yes(ok_misled == len(misled)),
+        ],
+        [
+            "right lessons left with no active insight (of them: project facts)",
+            f"{num(sum(runs[WITHOUT]['final']['right_lessons_without_an_active_row'].values()))}",
+            f"**{num(sum(lost.values()))}** ({num(lost.get('fact', 0))}) of"
+            f" {num(final['right_lessons'])}",
+            "",
+        ],
+        [
+            "every contradiction pair flagged (false flags)",
+            "nothing flags",
+            f"**{final['contradictions_flagged']} of {final['contradictions_planted']}** "
+            f"({len(final['false_flags'])})",
+            _yes(final["contradictions_flagged"] == final["contradictions_planted"]),
+        ],
+        [
+            "superseded lessons found",
+            "",
+            f"**{final['superseded_found']} of {final['superseded_planted']}**",
+            _yes(final["superseded_found"] == final["superseded_planted"]),
+        ],
+        [
+            "wordings merged into another lesson's insight",
+            "",
+            f"**{final['merged_into_another_lesson']} of {num(final['merged_members'])}**",
+            _yes(final["merged_into_another_lesson"] == 0),
+        ],
+    ]
+
+
+def ten_thousand_rows(big: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            f"a pass over {num(big['insights'])} insights under 60 s on 2 cores (the slowest of"
+            f" {len(big['rounds'])})",
+            "",
+            f"**{num(big['pass_seconds'], 1)} s** ("
+            + ", ".join(f"{num(r['pass_seconds'], 1)}" for r in big["rounds"])
+            + ")",
+            _yes(big["pass_seconds"] < 60),
+        ],
+        [
+            "recall while it runs: p50 within 1.2x of just before (the median round)",
+            "",
+            f"**{num(big['ratio'], 2)}x** ({num(big['recall_p50_ms_idle'], 1)} -> "
+            f"{num(big['recall_p50_ms_during_pass'], 1)} ms; rounds: "
+            + ", ".join(f"{num(r['ratio'], 2)}x" for r in big["rounds"])
+            + ")",
+            _yes(big["ratio"] <= 1.2),
+        ],
+    ]
+
+
+@year_figure("setup")
+def year_stream() -> str:
+    year = result("year")
+    stream, sim = year["stream"], year["similarity"]
+    kinds = ", ".join(f"{k} {num(v)}" for k, v in sorted(stream["by_kind"].items()))
+    bins = " · ".join(f"{k}: {pct(v)}" for k, v in sim["bins"].items())
+    return "\n".join(
+        [
+            f"- {num(stream['insights'])} insights in {num(stream['sessions'])} sessions over "
+            f"{stream['days']} days, {num(stream['lessons'])} lessons: {kinds}.",
+            f"- Cosine of each of the {num(sim['paraphrases'])} paraphrases to its lesson's "
+            f"first wording (median {num(sim['median'], 3)}): {bins}. "
+            f"**{pct(sim['between_0.80_and_0.92'])} between 0.80 and 0.92**, where write-time "
+            f"dedup misses them; {pct(sim['merged_at_write_time_share'])} at 0.92 or more, "
+            "which it merges.",
+        ]
+    )
+
+
+@year_figure("setup")
+def year_references() -> str:
+    year = result("year")
+    clean, kept = year["clean_pool"], year["clean_year"]
+    return (
+        f"the clean pool's P@3 is {num(clean['p_at_3'], 3)} (the floor: "
+        f"{num(clean['p_at_3'] - 0.02, 3)}), a perfectly kept year's {num(kept['p_at_3'], 3)}"
+        f" ({num(kept['p_at_3_judged'], 3)} on judged lessons only), over"
+        f" {num(year['queries'])} evaluation plans"
+    )
+
+
+@year_figure("setup")
+def year_thresholds() -> str:
+    rows = [
+        [
+            num(t["merge_at"], 2),
+            num(t["attach_at"], 2),
+            num(t["compare_from"], 2),
+            num(t["wordings_in_another_lessons_cluster"]),
+            num(t["wordings_left_outside"]),
+            f"{t['planted_pairs_flagged']} of {t['planted_pairs']}",
+            num(t["false_flags"]),
+        ]
+        for t in result("year")["similarity"]["thresholds"]
+    ]
+    head = ["clusters join at", "a wording joins at", "pairs compared from",
+            "wordings in another lesson's cluster", "wordings left outside their lesson's",
+            "planted pairs caught", "false flags"]  # fmt: skip
+    return table(head, rows)
+
+
+@year_figure("never-retiring")
+def year_retire() -> str:
+    sweep = result("year")["runs"]["consolidated, never retiring unused"]["final"]["retire_sweep"]
+    kinds = sorted({k for figures in sweep.values() for k in figures["retired_at_end"]})
+    rows = [
+        [
+            f"{days} days",
+            *[num(figures["retired_at_end"].get(k, 0)) for k in kinds],
+            num(figures["needed_while_retired"]),
+        ]
+        for days, figures in sweep.items()
+    ]
+    head = [
+        "retire after",
+        *[f"{k} retired at the end" for k in kinds],
+        "sessions that needed a retired lesson",
+    ]
+    return table(head, rows)
+
+
+@year_figure("confirmations", "baseline")
+def year_confirms() -> str:
+    confirms = result("year")["confirmations"]
+    base = result("year")["runs"][WITHOUT]["curve"][-1]["active"]
+    rows = [
+        [
+            digest,
+            pct(figures["confirmed_share"]),
+            num(figures["by_outcome"].get("merged", 0)),
+            num(figures["by_outcome"].get("stored", 0)),
+            num(figures["active_at_end"]),
+        ]
+        for digest, figures in confirms.items()
+    ]
+    rows.append(["(no confirmations: write-time dedup only)", "0%", "", "", num(base)])
+    head = ["the distiller is shown the insights nearest to", "confirmed instead of written",
+            "merged at write time", "stored", "active at the end"]  # fmt: skip
+    return table(head, rows)
+
+
 FIGURES: dict[str, Callable[[], str]] = {
     "headline": headline,
     "benchmarks": benchmarks,
@@ -948,6 +1252,13 @@ FIGURES: dict[str, Callable[[], str]] = {
     "trial-overhead": trial_overhead,
     "speed": speed,
     "speed-embedding": speed_embedding,
+    "year-stream": year_stream,
+    "year-curves": year_curves,
+    "year-targets": year_targets,
+    "year-retire": year_retire,
+    "year-thresholds": year_thresholds,
+    "year-references": year_references,
+    "year-confirms": year_confirms,
 }
 
 

@@ -48,6 +48,17 @@ class Settings:
     dedup_threshold: float = field(default=0.92, metadata={"env": "MTL_MCP_DEDUP_THRESHOLD"})
     starter: bool = field(default=True, metadata={"env": "MTL_MCP_STARTER"})
     retire_after_harmful: int = field(default=3, metadata={"env": "MTL_MCP_RETIRE_AFTER_HARMFUL"})
+    # Consolidation (`mtl-mcp consolidate`, and the service when idle): a lesson no session
+    # recalled or confirmed in this many days is retired (0: never); the service runs a pass
+    # after this long with no request, at most once every `consolidate_every_hours` (the
+    # simulated year, bench/year.py, chose the default: docs/memory-health.md).
+    retire_unused_days: int = field(default=180, metadata={"env": "MTL_MCP_RETIRE_UNUSED_DAYS"})
+    consolidate_idle_seconds: float = field(
+        default=300.0, metadata={"env": "MTL_MCP_CONSOLIDATE_IDLE_SECONDS"}
+    )
+    consolidate_every_hours: float = field(
+        default=24.0, metadata={"env": "MTL_MCP_CONSOLIDATE_EVERY_HOURS"}
+    )
     distill_model: str = field(
         default=DEFAULT_DISTILL_MODEL, metadata={"env": "MTL_MCP_DISTILL_MODEL"}
     )
@@ -165,6 +176,17 @@ class Settings:
             raise ConfigError(
                 f"local_daily_tokens {self.local_daily_tokens} is negative: unset it (no "
                 "limit), or use 0 (never distil locally) or a number of tokens"
+            )
+        if self.retire_unused_days < 0:
+            raise ConfigError(
+                f"retire_unused_days {self.retire_unused_days} is negative: use 0 (never retire "
+                "unused lessons) or a number of days (default 180)"
+            )
+        if self.consolidate_idle_seconds < 0 or self.consolidate_every_hours <= 0:
+            raise ConfigError(
+                "consolidate_idle_seconds must be 0 (the service never consolidates) or a "
+                "number of seconds, and consolidate_every_hours a positive number of hours "
+                "(defaults 300 and 24)"
             )
         if not 0.5 <= self.dedup_threshold <= 1.0:
             raise ConfigError(

@@ -351,6 +351,15 @@ class InsightHistory(BaseModel):
     verdicts: list[VerdictEntry] = Field(default_factory=list)
 
 
+class NearInsight(BaseModel):
+    """An insight close to a text: what the distiller is shown, to confirm it rather than
+    write it again."""
+
+    id: str
+    title: str
+    similarity: float
+
+
 class ShareResult(BaseModel):
     """What sharing one insight with the team pool did."""
 
@@ -362,6 +371,52 @@ class ShareResult(BaseModel):
     )
     reasons: list[str] = Field(default_factory=list, description="Why it was not shared.")
     warnings: list[str] = Field(default_factory=list, description="Abstraction problems.")
+
+
+# What one consolidation run did to one insight: merged paraphrases into it, found it
+# superseded, retired it unused, or flagged it as contradicting another.
+ChangeKind = Literal["merged", "superseded", "retired", "conflict"]
+
+
+class ConsolidationChange(BaseModel):
+    """One change of a consolidation run, and why (`mtl-mcp consolidate`, the dashboard)."""
+
+    kind: ChangeKind
+    id: str = Field(description="The kept, superseded, retired or first conflicting insight.")
+    others: list[str] = Field(
+        default_factory=list,
+        description="The insights merged into `id`, the one superseding it, or the other "
+        "side of the conflict.",
+    )
+    why: str
+    titles: dict[str, str] = Field(default_factory=dict, description="Titles, by id, then.")
+
+
+class ConsolidationRun(BaseModel):
+    """What one consolidation pass did (or, dry, would do). Every change is undone by
+    `mtl-mcp consolidate --undo RUN`; a conflict is only flagged, never resolved."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run: str = Field(description="The run's id, for --undo.")
+    at: datetime
+    source: Source = "personal"
+    trigger: str = Field(default="cli", description="cli, idle (the service), dashboard...")
+    dry_run: bool = False
+    merged: list[tuple[str, list[str]]] = Field(
+        default_factory=list, description="[kept id, [ids merged into it]]"
+    )
+    superseded: list[tuple[str, str]] = Field(
+        default_factory=list, description="[old id, the id that supersedes it]"
+    )
+    retired: list[str] = Field(default_factory=list, description="Retired: unused too long.")
+    conflicts: list[tuple[str, str]] = Field(
+        default_factory=list, description="Pairs that contradict each other, for you to settle."
+    )
+    changes: list[ConsolidationChange] = Field(default_factory=list)
+    more: bool = Field(default=False, description="Work was left for the next pass (bounded).")
+    undone_at: datetime | None = None
+    seconds: float = 0.0
 
 
 # A plan or a query is a few sentences: embedding and scoring megabytes would stall a shared

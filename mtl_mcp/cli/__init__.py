@@ -3,7 +3,7 @@
 app       the group, shared options and helpers; errors translated once
 insights  recall, add, import, export, list, show, rate, forget, stats, seed, reindex
 admin     serve, doctor
-safety    backup, restore, purge
+safety    backup, restore, purge, consolidate
 sessions  distill, queue, hook
 clients   install, uninstall
 quality   eval, map

@@ -1,4 +1,4 @@
-"""CLI commands that protect the data: backup, restore, purge.
+"""CLI commands that protect the data: backup, restore, purge, consolidate.
 
 Registered on the main group by `mtl_mcp.cli`; errors are translated by its group.
 """
@@ -21,6 +21,7 @@ from mtl_mcp.config import private_umask
 
 if TYPE_CHECKING:  # the purge machinery imports pyarrow: not for `--help` or the hooks
     from mtl_mcp.operations.purge import PurgeReport
+    from mtl_mcp.schemas import ConsolidationRun
 
 
 def echo_purge(report: PurgeReport, as_json: bool) -> None:
@@ -164,4 +165,113 @@ def restore(name: str, yes: bool, as_json: bool) -> None:
         )
 
 
-COMMANDS = [backup, restore, purge]
+@click.command()
+@common
+@click.option("--dry-run", is_flag=True, help="Show what a pass would change; change nothing.")
+@click.option("--undo", "undo_run", metavar="RUN", help="Undo the run RUN (see --list).")
+@click.option("--list", "list_runs", is_flag=True, help="List the runs, newest first.")
+@click.option(
+    "--no-model",
+    is_flag=True,
+    help="Keep the best existing wording of each merge, even with a backend configured.",
+)
+@click.option("--team", is_flag=True, help="Consolidate the team pool instead (once, by lease).")
+@json_option
+def consolidate(
+    dry_run: bool,
+    undo_run: str | None,
+    list_runs: bool,
+    no_model: bool,
+    team: bool,
+    as_json: bool,
+) -> None:
+    """Merge paraphrases of one lesson, retire lessons superseded or unused for
+    MTL_MCP_RETIRE_UNUSED_DAYS, and flag contradictions for you to settle.
+
+    Nothing is deleted, and every run can be undone (--undo RUN). The service runs a pass
+    by itself when idle (the team pool's too, once for all members); this runs one now.
+    """
+    if sum((dry_run, bool(undo_run), list_runs)) > 1:
+        raise click.UsageError("pass one of --dry-run, --undo RUN and --list")
+    memory = open_memory()
+    if list_runs:
+        runs = memory.consolidation_runs()
+        if as_json:
+            echo_json([run.model_dump(mode="json") for run in runs])
+            return
+        for run in runs:
+            click.echo(f"{run.run}  {run.at:%Y-%m-%d %H:%M}  {run.trigger:9s}  {_summary(run)}")
+        if not runs:
+            click.echo("no consolidation run yet", err=True)
+        return
+    if undo_run:
+        run = memory.undo_consolidation(undo_run)
+        if as_json:
+            echo_json(run)
+        else:
+            click.echo(f"undid {run.run}: {_summary(run)}")
+        return
+    if team:
+        found = memory.consolidate_team(dry_run=dry_run)
+        if found is None:
+            raise click.ClickException("nothing was shared with the team pool yet")
+        if as_json:
+            echo_json(found)
+        else:
+            echo_run(found)
+        return
+    merger = None
+    if not dry_run and not no_model:
+        from mtl_mcp.learning.merging import cluster_merger
+
+        merger = cluster_merger(memory.settings)
+    run = memory.consolidate(dry_run=dry_run, merger=merger)
+    if as_json:
+        echo_json(run)
+        return
+    echo_run(run)
+
+
+def _summary(run: ConsolidationRun) -> str:
+    merged = sum(len(members) for _, members in run.merged)
+    kept = "1 insight" if len(run.merged) == 1 else f"{len(run.merged)} insights"
+    parts = [
+        f"merged {merged} wordings into {kept}",
+        f"{len(run.superseded)} superseded",
+        f"{len(run.retired)} retired",
+        f"{len(run.conflicts)} conflicts flagged",
+    ]
+    return ", ".join(parts) + (" (undone)" if run.undone_at else "")
+
+
+def echo_run(run: ConsolidationRun) -> None:
+    """A run for people: what changed and why, and how to undo it."""
+    head = "would change" if run.dry_run else run.run
+    click.echo(f"{head}: {_summary(run)}")
+    for change in run.changes:
+        title = change.titles.get(change.id, "")
+        if change.kind == "merged":
+            click.echo(f"  merged      {change.id} {title!r} <- {', '.join(change.others)}")
+        elif change.kind == "superseded":
+            click.echo(f"  superseded  {change.id} {title!r} by {change.others[0]}")
+        elif change.kind == "retired":
+            click.echo(f"  retired     {change.id} {title!r}")
+        else:
+            other = change.titles.get(change.others[0], "")
+            click.echo(f"  conflict    {change.id} {title!r} / {change.others[0]} {other!r}")
+        click.echo(f"              {change.why}")
+    if run.conflicts:
+        click.echo(
+            "conflicts are never settled for you: keep both if each holds in its own scope, "
+            "else retire or edit one (`mtl-mcp ui`) or `mtl-mcp forget ID`",
+            err=True,
+        )
+    if run.more:
+        click.echo("more merges are left for the next pass", err=True)
+    if not run.dry_run and run.changes:
+        click.echo(f"undo it with: mtl-mcp consolidate --undo {run.run}", err=True)
+    elif not run.changes:
+        click.echo("nothing to consolidate", err=True)
+
+
+COMMANDS = [backup, restore, purge, consolidate]

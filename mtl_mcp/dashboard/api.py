@@ -21,7 +21,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from mtl_mcp import errors
-from mtl_mcp.dashboard import trials, views
+from mtl_mcp.dashboard import trials, upkeep, views
 from mtl_mcp.dashboard.actions import ACTIONS
 from mtl_mcp.dashboard.guard import NEW_LINK, STATIC_FILES, Guard, Launch
 from mtl_mcp.errors import InputError, MtlError
@@ -312,6 +312,36 @@ def build_app(source: MemorySource, launch: Launch, changes: Changes) -> ASGIApp
         trial_id = request.path_params["id"]
         return await answer(lambda memory: trials.trial_page(memory, trial_id))
 
+    # -- upkeep: consolidation runs -------------------------------------------------------------
+
+    async def consolidation(request: Request) -> Response:
+        def work(memory: Memory) -> Any:
+            settings = memory.settings
+            return views.shown(
+                {
+                    "runs": memory.consolidation_runs(),
+                    "conflicts": memory.open_conflicts(),
+                    "retire_unused_days": settings.retire_unused_days,
+                    "idle_seconds": settings.consolidate_idle_seconds,
+                    "every_hours": settings.consolidate_every_hours,
+                }
+            )
+
+        return await answer(work)
+
+    async def consolidate(request: Request) -> Response:
+        data = await body(request)
+
+        def work(memory: Memory) -> Any:
+            return views.shown(upkeep.run_pass(memory, data))
+
+        return await answer(work)
+
+    async def undo_run(request: Request) -> Response:
+        run = request.path_params["run"]
+        data = await body(request)
+        return await answer(lambda m: views.shown(upkeep.undo(m, run, data)))
+
     # -- map ---------------------------------------------------------------------------------
 
     async def memory_map(request: Request) -> Response:
@@ -363,6 +393,9 @@ def build_app(source: MemorySource, launch: Launch, changes: Changes) -> ASGIApp
         Route("/api/preview", preview, methods=["POST"]),
         Route("/api/sessions", sessions),
         Route("/api/queue/retry", retry, methods=["POST"]),
+        Route("/api/consolidation", consolidation),
+        Route("/api/consolidation/run", consolidate, methods=["POST"]),
+        Route("/api/consolidation/{run}/undo", undo_run, methods=["POST"]),
         Route("/api/map", memory_map),
         Route("/api/trials", trial_list),
         Route("/api/trials/{id}", trial_page),

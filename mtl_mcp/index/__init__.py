@@ -6,4 +6,5 @@ methods     the recall methods `mtl-mcp eval` compares, and the plan's query vec
 bm25        Okapi BM25 over insight texts
 fusion      reciprocal-rank fusion of the dense and keyword rankings
 categories  the category of a draft that left it out, by nearest centroid
+clusters    paraphrases among insight vectors, for consolidation
 """

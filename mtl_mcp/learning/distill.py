@@ -22,6 +22,7 @@ from mtl_mcp.learning.proposals import (
     REASON_MAX,
     Checked,
     DistilledInsights,
+    DistilledOrConfirmed,
     DistillResult,
     InsightVerdict,
     JudgedOutcome,
@@ -31,7 +32,7 @@ from mtl_mcp.learning.proposals import (
     check,
 )
 from mtl_mcp.learning.spend import Usage
-from mtl_mcp.schemas import GivenInsight, InsightDraft, Outcome
+from mtl_mcp.schemas import GivenInsight, InsightDraft, NearInsight, Outcome
 from mtl_mcp.text.redact import redact
 from mtl_mcp.text.render import one_line
 from mtl_mcp.text.tokens import estimate_tokens
@@ -95,9 +96,14 @@ def distill(
     usage: Usage | None = None,
     given: Sequence[GivenInsight] = (),
     kept_notes: bool = False,
+    known: Sequence[NearInsight] = (),
 ) -> DistillResult:
     """Judge the session (unless `outcome_hint` says), write insights, lint and repair them;
     for `kept_notes`, no judge, the notes prompt and the stricter check.
+
+    With `known` (the memory's insights closest to the session), the distiller may answer
+    that the session confirms one of them instead of writing it again: `confirmed` holds
+    their ids (only ids it was shown count).
 
     With `given` (the insights the session was given), the judge also says of each whether
     it helped, was not used or misled, in the same call; a session whose outcome is known
@@ -114,19 +120,25 @@ def distill(
     uses: list[JudgedUse]
     if kept_notes:  # nothing happened to judge: lessons that hold either way
         outcome, reason, uses = "unclear", NOTES_REASON, []
-        request = prompts.notes_user(digest)
+        request = prompts.notes_user(digest, known)
     else:
         given = list(given)[-GIVEN_MAX:]
         outcome, reason, uses = _judge(digest, backend, outcome_hint, usage, given)
-        request = prompts.distill_user(digest, outcome, reason)
-    proposed = backend.ask(
+        request = prompts.distill_user(digest, outcome, reason, known)
+    # The confirmations are asked for only when there is something to confirm.
+    answer = DistilledOrConfirmed if known else DistilledInsights
+    answered = backend.ask(
         step="distill",
         system=prompts.distill_system(outcome, project_name, kept_notes),
         user=request,
-        answer=DistilledInsights,
+        answer=answer,
         max_tokens=DISTILL_MAX_TOKENS,
         usage=usage,
-    ).insights
+    )
+    proposed = answered.insights
+    shown = {k.id for k in known}
+    confirms = answered.confirms if isinstance(answered, DistilledOrConfirmed) else []
+    confirmed = list(dict.fromkeys(i.strip() for i in confirms if i.strip() in shown))
     dropped = [
         f"{one_line(p.title, 80) or '(untitled)'}: beyond the limit of {MAX_INSIGHTS} "
         "insights per session"
@@ -143,6 +155,7 @@ def distill(
         dropped=[redact(line) for line in dropped],  # they end up in logs
         usage=usage,
         uses=uses,
+        confirmed=confirmed,
     )
 
 

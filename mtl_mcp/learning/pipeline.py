@@ -37,6 +37,7 @@ from mtl_mcp.project import ProjectRef
 from mtl_mcp.schemas import (
     GivenInsight,
     InsightDraft,
+    NearInsight,
     Outcome,
     Provenance,
     RecordResult,
@@ -216,6 +217,12 @@ class Recorder(Protocol):
 
     def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None: ...
 
+    def nearest(self, text: str, k: int = ...) -> list[NearInsight]: ...
+
+    def confirm(
+        self, ids: Sequence[str], provenance: Provenance | None = None
+    ) -> list[RecordResult]: ...
+
 
 def learn(
     memory: Recorder,
@@ -244,6 +251,9 @@ def learn(
         worst = worst_case_tokens(digest, backend, outcome_hint, len(given), kept_notes)
         check_budget(settings, backend, worst)
         usage = Usage()
+        # The client's model was asked without them (`next_sampling_request`): its
+        # answers are replayed as given.
+        known = [] if isinstance(backend, SampledAnswers) else memory.nearest(digest)
         try:
             result = distill(
                 digest,
@@ -253,6 +263,7 @@ def learn(
                 usage=usage,
                 given=given,
                 kept_notes=kept_notes,
+                known=known,
             )
         finally:
             ledger(settings).record(
@@ -263,6 +274,8 @@ def learn(
             )
         stamped = provenance.model_copy(update={"distilled_by": backend.model})
         results = memory.record(result.drafts, stamped, project_name=name)
+        if result.confirmed:  # support + 1 instead of a row that says it again
+            results += memory.confirm(result.confirmed, stamped)
         if result.uses and provenance.session_id:
             _record_uses(memory, provenance.session_id, backend.name, result.uses)
     return Learned(result, results, backend.name, backend.model)

@@ -133,6 +133,19 @@ class DistilledInsights(BaseModel):
     )
 
 
+class DistilledOrConfirmed(DistilledInsights):
+    """The insights distilled from one session, and the insights the memory already holds
+    that the session confirms (asked when the distiller is shown some)."""
+
+    confirms: list[str] = Field(
+        default_factory=list,
+        description="Ids of insights the memory already holds (from the list you were "
+        "shown) that this session confirms: write those ids here instead of writing the "
+        "lesson again. Empty when none applies.",
+        json_schema_extra={"maxItems": MAX_INSIGHTS},
+    )
+
+
 @dataclass
 class DistillResult:
     """What one distillation run produced."""
@@ -143,6 +156,7 @@ class DistillResult:
     dropped: list[str] = field(default_factory=list)  # "<title>: <why>"
     usage: Usage = field(default_factory=Usage)
     uses: list[JudgedUse] = field(default_factory=list)  # verdicts on the given insights
+    confirmed: list[str] = field(default_factory=list)  # ids of known insights confirmed
 
 
 _SLUG_ADAPTER: TypeAdapter[str] = TypeAdapter(Slug)

@@ -7,6 +7,9 @@ ingest   validating, linting and deduplicating drafts into rows and merges
 queries  recall, pages and counts over an in-memory snapshot
 jsonl    the JSONL exchange format of `import` and `export`
 listeners who hears of every change (the open dashboard's live feed)
+consolidation, consolidation_plan, team_upkeep
+         merging paraphrases, retiring superseded and unused lessons, flagging
+         contradictions, undoing runs; the team pool's, under a lease
 """
 
 from mtl_mcp.memory.facade import ImportReport, LabelledVectors, Memory

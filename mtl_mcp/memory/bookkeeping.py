@@ -16,8 +16,7 @@ from mtl_mcp.errors import (
     NotFoundError,
 )
 from mtl_mcp.index.gate import UNASKED_TOP_K, unasked
-from mtl_mcp.index.methods import plan_vector
-from mtl_mcp.memory.core import appended_note
+from mtl_mcp.memory.core import REINSTATED_NOTE, VERDICTS_NOTE, appended_note
 from mtl_mcp.memory.curation import Curation
 from mtl_mcp.schemas import (
     NOTE_MAX,
@@ -73,7 +72,7 @@ class Bookkeeping(Curation):
             return None
         hits = unasked(top, self.settings.auto_recall_min_p if min_p is None else min_p)
         if hits:
-            self.loop.note(origin, plan, project, hits)
+            self.loop.note(origin, plan, project, hits, self.clock())
         return hits
 
     def note_shown(
@@ -82,7 +81,7 @@ class Bookkeeping(Curation):
         """Record insights put in front of a model without a plan (the session-start
         context): the ledger gets a recall with no plan."""
         hits = [h for h in (self._hit_of(i) for i in ids) if h is not None]
-        self.loop.note(origin, "", project, hits)
+        self.loop.note(origin, "", project, hits, self.clock())
 
     def _hit_of(self, insight: str) -> RecallHit | None:
         try:
@@ -100,9 +99,9 @@ class Bookkeeping(Curation):
     def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
         """Store the judge's verdicts, each with the embedding of the plan its insight was
         recalled for (what feedback compares later plans with)."""
-        vectors = [
-            plan_vector(self.embedder, e.plan, split=True) if e.plan else None for e in entries
-        ]
+        plans = {e.plan for e in entries if e.plan}  # a session's verdicts share its plans
+        embedded = {plan: self.plan_embedding(plan, split=True) for plan in plans}
+        vectors = [embedded[e.plan] if e.plan else None for e in entries]
         self.loop.add_verdicts(entries, vectors, self.embedder.name)
         feedback = self.loop.feedback(*self._model_info())
         for insight, reason in (feedback.keeps_misleading() if feedback else {}).items():
@@ -115,7 +114,7 @@ class Bookkeeping(Curation):
         position = snapshot.positions.get(insight)
         if position is None or not snapshot.active[position]:
             return
-        note = sql_string(f"retired by session verdicts: {reason}"[:NOTE_MAX])
+        note = sql_string(f"{VERDICTS_NOTE}{reason}"[:NOTE_MAX])
         self.table.update(
             f"id = {sql_string(insight)}",
             {"status": "'retired'", "notes": appended_note(note)},
@@ -130,7 +129,7 @@ class Bookkeeping(Curation):
         current = self.get(insight)
         self.loop.ledger.reinstate(insight)
         if current.source == "personal" and current.status != "active":
-            note = sql_string("reinstated by hand")
+            note = sql_string(REINSTATED_NOTE)
             self.table.update(
                 f"id = {sql_string(insight)}", {"status": "'active'", "notes": appended_note(note)}
             )

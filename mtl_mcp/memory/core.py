@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
 
 from mtl_mcp.config import DEFAULT_EMBED_MODEL, PREVIOUS_EMBED_MODEL, Settings, load_settings
@@ -20,8 +21,9 @@ from mtl_mcp.errors import (
     ConfigError,
     EmbeddingError,
 )
-from mtl_mcp.index.embedder import Embedder, get_embedder
+from mtl_mcp.index.embedder import Embedder, Vector, get_embedder
 from mtl_mcp.index.gate import GateFile
+from mtl_mcp.index.methods import plan_vector
 from mtl_mcp.memory.loop import Loop
 from mtl_mcp.memory.team import TeamPool
 from mtl_mcp.memory.tier import Tier
@@ -37,9 +39,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NOTES_KEPT = 10
-
-
-NOTES_KEPT = 10
+PLAN_CACHE = 64
+# How the notes of an insight say why its status changed (consolidation reads them back:
+# a wording of a lesson retired by verdicts or by hand is retired with it).
+VERDICTS_NOTE = "retired by session verdicts: "
+HAND_NOTE = "retired by hand: "
+REINSTATED_NOTE = "reinstated by hand"
 
 
 def appended_note(note_sql: str) -> str:
@@ -57,8 +62,12 @@ class MemoryCore(ABC):
         settings: Settings | None = None,
         embedder: Embedder | None = None,
         on_change: Callable[[Self], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings or load_settings()
+        # What "now" is for the times stored with insights and recalls, and for the age
+        # consolidation retires by: the wall clock, or a simulated one (bench/year.py).
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self._embedder = embedder
         self._on_change: Callable[[Self], None] | None = on_change
         self.table = InsightTable(self.settings, self._model_info)
@@ -76,6 +85,8 @@ class MemoryCore(ABC):
         self.loop = Loop(self.settings)  # what reached a model, and how it went
         self.gate = GateFile(self.settings.home)  # what is put before a model unasked
         self._counts_unsaved = False  # a read-only store refused the recall counts (logged)
+        self._plans: OrderedDict[tuple[str, str, bool], Vector] = OrderedDict()
+        self._plans_lock = threading.Lock()
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -104,6 +115,22 @@ class MemoryCore(ABC):
     def _configured(self) -> Embedder:
         """The configured model (`embedder` follows the store's)."""
         return self._embedder or get_embedder(self.settings)
+
+    def plan_embedding(self, plan: str, split: bool) -> Vector:
+        """A plan's query vector (`index.methods.plan_vector`), the last PLAN_CACHE kept: a
+        session's hook recall and its verdicts at the end embed the same plan."""
+        embedder = self.embedder  # the previous runtime's while a re-embedding runs
+        key = (embedder.name, plan, split)
+        with self._plans_lock:
+            if (hit := self._plans.get(key)) is not None:
+                self._plans.move_to_end(key)
+                return hit
+        vector = plan_vector(embedder, plan, split=split)
+        with self._plans_lock:
+            self._plans[key] = vector
+            while len(self._plans) > PLAN_CACHE:
+                self._plans.popitem(last=False)
+        return vector
 
     def _model_info(self) -> tuple[str, int]:
         """The configured model's name and dimension, for a new store."""

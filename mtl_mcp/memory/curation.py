@@ -17,7 +17,7 @@ from mtl_mcp.errors import (
     InputError,
 )
 from mtl_mcp.index.categories import fill_labels
-from mtl_mcp.memory.core import appended_note
+from mtl_mcp.memory.core import HAND_NOTE, appended_note
 from mtl_mcp.memory.recording import Recording
 from mtl_mcp.schemas import (
     NOTE_MAX,
@@ -114,7 +114,7 @@ class Curation(Recording):
                 "notes": notes,
                 "vector": vector.tolist(),
             }
-            self.table.rewrite(row)
+            self.table.upsert([row])
         result.status = "stored"
         self._changed()
         return result
@@ -132,7 +132,7 @@ class Curation(Recording):
         if current.status == "retired":
             return current
         why = redact(reason.strip()) if reason and reason.strip() else "no reason given"
-        note = sql_string(f"retired by hand: {why}"[:NOTE_MAX])
+        note = sql_string(f"{HAND_NOTE}{why}"[:NOTE_MAX])
         self.table.update(
             f"id = {sql_string(insight)}", {"status": "'retired'", "notes": appended_note(note)}
         )

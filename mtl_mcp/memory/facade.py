@@ -18,18 +18,20 @@ recording    record, import, seed
 curation     rate, revise, retire, forget, purge, share
 bookkeeping  recalls for sessions, verdicts, session reports, history
 upkeep       reindex, flush, backups, restore, close
+consolidation merge paraphrases, retire what is superseded or unused, flag contradictions,
+             undo (its decisions: consolidation_plan)
 """
 
 from __future__ import annotations
 
+from mtl_mcp.memory.consolidation import Consolidation
 from mtl_mcp.memory.reading import LabelledVectors
 from mtl_mcp.memory.recording import ImportProblem, ImportReport
-from mtl_mcp.memory.upkeep import Upkeep
 
 __all__ = ["ImportProblem", "ImportReport", "LabelledVectors", "Memory"]
 
 
-class Memory(Upkeep):
+class Memory(Consolidation):
     """A store of abstract insights: record, recall, browse, rate, forget, back up.
 
     `on_change` is called with the memory after every change to the insights themselves

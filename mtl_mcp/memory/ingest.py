@@ -19,6 +19,7 @@ from mtl_mcp.index.embedder import Vector
 from mtl_mcp.schemas import Insight, InsightDraft, Provenance, RecordResult, validation_problems
 from mtl_mcp.storage.schema import sql_string
 from mtl_mcp.storage.snapshot import Snapshot
+from mtl_mcp.text.cues import Lesson, conflict
 from mtl_mcp.text.lint import LintReport, lint
 
 
@@ -98,11 +99,14 @@ def plan_writes(
     provenance: Provenance,
     threshold: float,
     results: list[RecordResult],
+    now: datetime | None = None,
 ) -> WritePlan:
     """Decide, per accepted draft, a new row or a merge; fill in `results` accordingly.
 
     A draft merges into an active insight (or an earlier draft of the same batch) whose
-    cosine similarity is at least `threshold`, or whose id it shares.
+    cosine similarity is at least `threshold`, or whose id it shares, unless the two give
+    opposite advice or one says the other's flag changed (`text.cues`): those are two
+    lessons, however close their words. `now` stamps new rows (default: the clock's now).
     """
     plan = WritePlan()
     pending_vectors: list[Vector] = []
@@ -114,11 +118,18 @@ def plan_writes(
         vector = vectors[column]
         own = insight_id(item.draft)
         target = duplicate_of(
-            own, vector, similar[:, column], snapshot, plan.rows, pending_vectors, threshold
+            own,
+            vector,
+            similar[:, column],
+            snapshot,
+            plan.rows,
+            pending_vectors,
+            threshold,
+            lesson_of(item.draft.model_dump()),
         )
         result = results[item.position]
         if target is None:
-            plan.rows.append(new_row(item.draft, provenance, item.score, vector))
+            plan.rows.append(new_row(item.draft, provenance, item.score, vector, now))
             plan.drafts[own] = item
             pending_vectors.append(vector)
             result.id = own
@@ -138,21 +149,34 @@ def duplicate_of(
     pending: list[dict[str, Any]],
     pending_vectors: list[Vector],
     threshold: float,
+    lesson: Lesson | None = None,
 ) -> str | None:
     """The id of an existing (or earlier in this batch) near-identical insight, if any.
 
     `similar` holds the draft's cosine similarity to every snapshot row (-inf if retired);
-    `pending` are the batch's new rows so far, `pending_vectors` their vectors.
+    `pending` are the batch's new rows so far, `pending_vectors` their vectors. With the
+    draft's `lesson`, a candidate it contradicts or supersedes (or is superseded by) is no
+    duplicate: the next closest one above `threshold` is tried.
     """
     if own in snapshot.positions or any(row["id"] == own for row in pending):
         return own
     if pending_vectors:
         sims = np.asarray(pending_vectors) @ vector
-        if sims.max() >= threshold:
-            return str(pending[int(sims.argmax())]["id"])
-    if len(similar) and similar.max() >= threshold:
-        return str(snapshot.rows.column("id")[int(similar.argmax())].as_py())
+        for n in np.flatnonzero(sims >= threshold)[np.argsort(-sims[sims >= threshold])]:
+            if lesson is None or conflict(lesson, lesson_of(pending[int(n)])) is None:
+                return str(pending[int(n)]["id"])
+    if len(similar):
+        above = np.flatnonzero(similar >= threshold)
+        for n in above[np.argsort(-similar[above])][:8]:
+            row = snapshot.records([int(n)], ["id", "title", "description", "content"])[0]
+            if lesson is None or conflict(lesson, lesson_of(row)) is None:
+                return str(row["id"])
     return None
+
+
+def lesson_of(row: dict[str, Any]) -> Lesson:
+    """What `text.cues` reads of a draft or a row: its title and its embedding text."""
+    return Lesson(row["title"], f"{row['title']}. {row['description']} {row['content']}")
 
 
 def _new_project_for(snapshot: Snapshot, position: int | None, provenance: Provenance) -> bool:
@@ -164,10 +188,14 @@ def _new_project_for(snapshot: Snapshot, position: int | None, provenance: Prove
 
 
 def new_row(
-    draft: InsightDraft, provenance: Provenance, score: float, vector: Vector
+    draft: InsightDraft,
+    provenance: Provenance,
+    score: float,
+    vector: Vector,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """The table row for a new insight."""
-    now = datetime.now(UTC)
+    """The table row for a new insight, created `now` (default: the clock's now)."""
+    now = now or datetime.now(UTC)
     insight = Insight(
         **draft.model_dump(),
         id=insight_id(draft),
@@ -194,7 +222,7 @@ def union_sql(column: str, values: Sequence[str]) -> str:
 
 
 def merge_updates(
-    merges: Sequence[tuple[str, InsightDraft]], provenance: Provenance
+    merges: Sequence[tuple[str, InsightDraft]], provenance: Provenance, now: datetime | None = None
 ) -> list[tuple[list[str], dict[str, str]]]:
     """The merges of one batch as few SQL updates as can be: each target's drafts together
     (support + their number, the union of their labels), targets with the same change in
@@ -208,21 +236,34 @@ def merge_updates(
         languages = tuple(dict.fromkeys(lang for d in mine for lang in d.languages))
         groups.setdefault((len(mine), tags, languages), []).append(target)
     return [
-        (targets, merge_sql(count, tags, languages, provenance))
+        (targets, merge_sql(count, tags, languages, provenance, now))
         for (count, tags, languages), targets in groups.items()
     ]
 
 
-def merge_sql(
-    count: int, tags: Sequence[str], languages: Sequence[str], provenance: Provenance
+def confirm_sql(
+    provenance: Provenance, now: datetime | None = None, count: int = 1
 ) -> dict[str, str]:
-    """support + count and the union of tags, languages and projects, as one atomic SQL
-    update."""
+    """support + `count` and the provenance's project, as one atomic SQL update; updated_at
+    becomes `now` (default: the clock's now): the lesson was confirmed then."""
+    when = (now or datetime.now(UTC)).isoformat()
     return {
         "support": f"support + {count}",
-        "updated_at": f"arrow_cast({sql_string(datetime.now(UTC).isoformat())}, "
-        "'Timestamp(Microsecond, Some(\"UTC\"))')",
+        "updated_at": f"arrow_cast({sql_string(when)}, 'Timestamp(Microsecond, Some(\"UTC\"))')",
+        "projects": union_sql("projects", [provenance.project] if provenance.project else []),
+    }
+
+
+def merge_sql(
+    count: int,
+    tags: Sequence[str],
+    languages: Sequence[str],
+    provenance: Provenance,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """`confirm_sql` for `count` drafts, and the union of their tags and languages."""
+    return {
+        **confirm_sql(provenance, now, count),
         "tags": union_sql("tags", tags),
         "languages": union_sql("languages", languages),
-        "projects": union_sql("projects", [provenance.project] if provenance.project else []),
     }

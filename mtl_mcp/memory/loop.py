@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from mtl_mcp.config import Settings
@@ -68,10 +69,17 @@ class Loop:
         self._late: dict[tuple[str, str, str | None], tuple[float, list[RecallHit]]] = {}
 
     def note(
-        self, origin: RecallOrigin, plan: str, project: str | None, hits: Sequence[RecallHit]
+        self,
+        origin: RecallOrigin,
+        plan: str,
+        project: str | None,
+        hits: Sequence[RecallHit],
+        at: datetime | None = None,
     ) -> None:
-        """Remember a recall that reached a model (written by the next `flush`)."""
+        """Remember a recall that reached a model `at` (default now), written by the next
+        `flush`."""
         entry = RecallEntry(
+            at=at or datetime.now(UTC),
             session_id=origin.session_id,
             client=origin.client,
             trigger=origin.trigger,

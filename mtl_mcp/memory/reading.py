@@ -95,7 +95,7 @@ class Reading(MemoryCore):
         with self._recalls_lock:  # the team pool's counters are not written: reads stay reads
             self._pending_recalls.update(h.id for h in hits if h.source == "personal")
         if origin is not None:
-            self.loop.note(origin, plan, project, hits)
+            self.loop.note(origin, plan, project, hits, self.clock())
         return hits
 
     def preview(
@@ -182,7 +182,7 @@ class Reading(MemoryCore):
                 "or use scope='all'"
             )
         self._check_model()
-        query = plan_vector(self.embedder, plan, split=ranking.split_plan)
+        query = self.plan_embedding(plan, split=ranking.split_plan)
         if (feedback := self.loop.feedback(self.embedder.name, len(query))) is not None:
             # Lessons that misled plans like this one, or keep misleading: left out.
             suppressed = feedback.suppressed(query) | feedback.keeps_misleading()

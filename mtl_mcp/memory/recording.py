@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 import mtl_mcp.memory.ingest as ingest
@@ -16,8 +17,10 @@ from mtl_mcp.index.categories import fill_labels
 from mtl_mcp.memory.jsonl import read_import
 from mtl_mcp.memory.reading import Reading
 from mtl_mcp.schemas import (
+    TEXT_MAX,
     Insight,
     InsightDraft,
+    NearInsight,
     Provenance,
     RecordResult,
 )
@@ -34,6 +37,7 @@ NOTES_KEPT = 10
 
 
 IMPORT_BATCH = 256
+NEAREST_SHOWN = 5  # insights the distiller sees, to confirm one rather than write it again
 
 
 class ImportProblem(BaseModel):
@@ -81,6 +85,7 @@ class Recording(Reading):
             )
             for item, draft in zip(accepted, labelled, strict=True):
                 item.draft = draft
+            now = self.clock()
             plan = ingest.plan_writes(
                 accepted,
                 vectors,
@@ -88,14 +93,63 @@ class Recording(Reading):
                 provenance,
                 self.settings.dedup_threshold,
                 results,
+                now,
             )
             if self.table.insert(plan.rows) < len(plan.rows):  # another process was first
                 stored = self.table.read(ids_predicate(plan.drafts), ["id", "created_at"])
                 plan.raced(stored, results)
             # After the insert: a target may be a new row.
-            for targets, sql in ingest.merge_updates(plan.merges, provenance):
+            for targets, sql in ingest.merge_updates(plan.merges, provenance, now):
                 self.table.update_rows(ids_predicate(targets), sql)
         self._changed()
+        return results
+
+    def nearest(self, text: str, k: int = NEAREST_SHOWN) -> list[NearInsight]:
+        """The active insights of your memory closest in meaning to `text` (a session's
+        digest: its first part, which the model reads), best first: what the distiller is
+        shown so that it confirms a lesson rather than writes it again."""
+        if not text.strip() or k < 1:
+            return []
+        self._check_model()
+        snapshot = self._snapshot()
+        if not len(snapshot):
+            return []
+        similar = snapshot.vectors @ self.embedder.embed_query(text[:TEXT_MAX])
+        similar[~snapshot.active] = -np.inf
+        best = [int(n) for n in np.argsort(-similar)[:k] if np.isfinite(similar[n])]
+        return [
+            NearInsight(id=row["id"], title=row["title"], similarity=round(float(similar[n]), 4))
+            for n, row in zip(best, snapshot.records(best, ["id", "title"]), strict=True)
+        ]
+
+    def confirm(
+        self, ids: Sequence[str], provenance: Provenance | None = None
+    ) -> list[RecordResult]:
+        """A session confirmed these insights instead of writing them again: each gains
+        support + 1 and the session's project, as a merged draft would. One result per
+        id, in order: `merged`, or `rejected` for an id that is not an active insight of
+        your memory."""
+        provenance = provenance or Provenance()
+        snapshot = self._snapshot()
+        results = []
+        with self._lock:
+            for insight in ids:
+                position = snapshot.positions.get(insight)
+                if position is None or not snapshot.active[position]:
+                    results.append(
+                        RecordResult(
+                            status="rejected",
+                            id=insight,
+                            reasons=[f"{insight} is not an active insight of this memory"],
+                        )
+                    )
+                    continue
+                sql = ingest.confirm_sql(provenance, self.clock())
+                self.table.update_rows(ids_predicate([insight]), sql)
+                title = snapshot.records([position], ["title"])[0]["title"]
+                results.append(RecordResult(status="merged", id=insight, title=title))
+        if any(r.status == "merged" for r in results):
+            self._changed()
         return results
 
     def import_insights(self, items: Sequence[Insight | InsightDraft]) -> list[RecordResult]:

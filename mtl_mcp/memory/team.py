@@ -32,7 +32,7 @@ from mtl_mcp.config import Settings
 from mtl_mcp.errors import EmbeddingError, Retryable, StoreUnavailable
 from mtl_mcp.files import write_private
 from mtl_mcp.index.embedder import Vector
-from mtl_mcp.memory.ingest import duplicate_of, merge_sql, union_sql
+from mtl_mcp.memory.ingest import duplicate_of, lesson_of, merge_sql, union_sql
 from mtl_mcp.memory.overlap import Overlap
 from mtl_mcp.memory.queries import Pool
 from mtl_mcp.memory.sharing import Ready, keyed_hash, team_row
@@ -206,7 +206,14 @@ class TeamPool:
         for column, (insight, vector, score) in enumerate(items):
             row = team_row(insight, vector, salt, me, score)
             target = duplicate_of(
-                insight.id, vector, similar[:, column], snapshot, new, new_vectors, threshold
+                insight.id,
+                vector,
+                similar[:, column],
+                snapshot,
+                new,
+                new_vectors,
+                threshold,
+                lesson_of(row),
             )
             result = ShareResult(id=insight.id, title=insight.title, status="shared")
             results.append(result)

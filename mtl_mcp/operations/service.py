@@ -68,6 +68,8 @@ PROCESS_SETTINGS = frozenset(
         "home",
         "service",
         "service_idle_seconds",
+        "consolidate_idle_seconds",
+        "consolidate_every_hours",
         "plan_recall",
         "auto_recall_min_p",
         "hook_budget_seconds",

@@ -187,7 +187,8 @@ def build_server(
         assert keeper is not None
         get = keeper.get
         try:
-            return await anyio.to_thread.run_sync(lambda: work(get()))
+            with keeper.asked():
+                return await anyio.to_thread.run_sync(lambda: work(get()))
         except MtlError as exc:
             raise _fail(exc) from exc
 

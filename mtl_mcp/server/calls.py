@@ -26,6 +26,7 @@ from mtl_mcp.schemas import (
     Insight,
     InsightDraft,
     InsightHistory,
+    NearInsight,
     Provenance,
     RecallHit,
     RecallOrigin,
@@ -112,6 +113,15 @@ def _forget(memory: Memory, params: dict[str, Any]) -> Any:
     return memory.forget(params["insight"]).model_dump(mode="json")
 
 
+def _nearest(memory: Memory, params: dict[str, Any]) -> Any:
+    return [n.model_dump(mode="json") for n in memory.nearest(params["text"], int(params["k"]))]
+
+
+def _confirm(memory: Memory, params: dict[str, Any]) -> Any:
+    provenance = Provenance.model_validate(params["provenance"])
+    return [r.model_dump(mode="json") for r in memory.confirm(params["ids"], provenance)]
+
+
 def _context(memory: Memory, params: dict[str, Any]) -> Any:
     project = resolve_project(params.get("project_dir") or ".")
     min_p = params.get("min_p")
@@ -140,6 +150,8 @@ _METHODS: dict[str, Callable[[Memory, dict[str, Any]], Any]] = {
     "reinstate": _reinstate,
     "forget": _forget,
     "context": _context,
+    "nearest": _nearest,
+    "confirm": _confirm,
 }
 
 
@@ -149,7 +161,8 @@ async def answer_call(keeper: MemoryKeeper, method: Any, params: Any) -> dict[st
         return {"ok": False, "error": {"type": "InputError", "message": f"no call {method!r}"}}
     work = _METHODS[method]
     try:
-        result = await anyio.to_thread.run_sync(lambda: work(keeper.get(), params))
+        with keeper.asked():
+            result = await anyio.to_thread.run_sync(lambda: work(keeper.get(), params))
     except MtlError as exc:
         return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
     return {"ok": True, "result": result}
@@ -264,3 +277,16 @@ class ServiceMemory:
 
     def record_verdicts(self, entries: Sequence[VerdictEntry]) -> None:
         self._call("verdicts", verdicts=[e.model_dump(mode="json") for e in entries])
+
+    def nearest(self, text: str, k: int = 5) -> builtins.list[NearInsight]:
+        return [NearInsight.model_validate(n) for n in self._call("nearest", text=text, k=k)]
+
+    def confirm(
+        self, ids: Sequence[str], provenance: Provenance | None = None
+    ) -> builtins.list[RecordResult]:
+        results = self._call(
+            "confirm",
+            ids=list(ids),
+            provenance=(provenance or Provenance()).model_dump(mode="json"),
+        )
+        return [RecordResult.model_validate(r) for r in results]

@@ -3,8 +3,9 @@
 A `MemoryKeeper` owns one memory for a server: it opens the store and loads the model in a
 background thread (in-process: once the handshake is answered; in the service: at start),
 then re-embeds a store an older runtime made (`Memory.upgrade_vectors`) at a low CPU
-priority, and saves recall counters every couple of seconds. A window's own context (its
-project, its session) travels with its connection, in `WINDOW`.
+priority, saves recall counters every couple of seconds, and consolidates the memory when
+no request has come for a while (`Memory.consolidate`, once a day by default). A window's
+own context (its project, its session) travels with its connection, in `WINDOW`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import anyio
@@ -37,6 +39,8 @@ FLUSH_SECONDS = 2.0
 # How often a re-embedding waiting for an older release's retiring service looks again.
 RETIRING_POLL_SECONDS = 2.0
 BACKGROUND_NICE = 19
+CONSOLIDATE_CHECK_SECONDS = 60.0  # how often an idle server looks whether a pass is due
+IDLE_MERGES = 500  # merges one idle pass makes at most: a bounded hold on the write lock
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,22 @@ class MemoryKeeper:
         self._warmer = threading.Thread(target=self._warm, name="mtl-warm", daemon=True)
         self._closing = threading.Event()
         self.listeners = ChangeListeners()  # the open dashboard's live feed
+        self.last_asked = time.monotonic()
+        self._busy = 0  # requests being answered now (`asked`)
+
+    @contextlib.contextmanager
+    def asked(self) -> Iterator[None]:
+        """Mark a window's request being answered (a tool call, a library call of the CLI or
+        a hook): the memory is not idle while any is, nor for `consolidate_idle_seconds`
+        after the last one ended. The dashboard's requests do not count: an open page
+        polls all day."""
+        self._busy += 1
+        self.last_asked = time.monotonic()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self.last_asked = time.monotonic()
 
     @property
     def settings(self) -> Settings:
@@ -125,6 +145,52 @@ class MemoryKeeper:
             except Exception:  # a background task must never take the server down
                 logger.exception("could not save recall counts")
 
+    async def keep_consolidating(self) -> None:
+        """Consolidate the memory once no request has come for `consolidate_idle_seconds`,
+        at most once every `consolidate_every_hours` (a pass cut short by its bound goes on
+        at the next idle check), until cancelled. The pass runs in a worker thread: recalls
+        read the snapshot meanwhile and never wait for it; writes wait for its commit."""
+        settings = self._settings
+        if settings.consolidate_idle_seconds <= 0:
+            return
+        check = min(CONSOLIDATE_CHECK_SECONDS, settings.consolidate_idle_seconds)
+        while True:
+            await anyio.sleep(check)
+            memory = self._memory
+            if memory is None or not self._due(memory):
+                continue
+            try:
+                await anyio.to_thread.run_sync(self._consolidate, memory)
+            except MtlError as exc:
+                logger.warning("consolidation skipped: %s", exc)
+            except Exception:  # a background task must never take the server down
+                logger.exception("consolidation failed")
+
+    def _due(self, memory: Memory) -> bool:
+        if (
+            self._busy
+            or time.monotonic() - self.last_asked < self._settings.consolidate_idle_seconds
+        ):
+            return False
+        last = memory.runs.last_pass()
+        every = timedelta(hours=self._settings.consolidate_every_hours)
+        return last is None or memory.clock() - last >= every
+
+    def _consolidate(self, memory: Memory) -> None:
+        from mtl_mcp.learning.merging import cluster_merger
+
+        run = memory.consolidate(
+            trigger="idle", limit=IDLE_MERGES, merger=cluster_merger(self._settings)
+        )
+        if memory.team is not None:
+            memory.consolidate_team(trigger="idle", limit=IDLE_MERGES)
+        logger.info(
+            "idle consolidation %s: %d merges%s",
+            run.run,
+            len(run.merged),
+            " (more left)" if run.more else "",
+        )
+
     async def close(self) -> None:
         """Wait for a warm-up in flight (an import cut short at exit aborts; a re-embedding
         stops after its batch), then close."""
@@ -139,6 +205,7 @@ class MemoryKeeper:
         """Flush counters while the block runs; close the memory when it ends."""
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self.keep_flushing)
+            tasks.start_soon(self.keep_consolidating)
             try:
                 yield
             finally:

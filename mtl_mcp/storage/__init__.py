@@ -6,4 +6,5 @@ table     InsightTable: open, migrate, snapshot, write with retries, compact, pu
 snapshot  the in-memory rows and vector matrix of one table version
 backup    backups, restores and the damage inspection behind `doctor`
 locks     advisory file locks between processes on one machine
+runs      consolidation runs, and what undoing each needs, as files beside the store
 """

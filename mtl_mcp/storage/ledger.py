@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from mtl_mcp.errors import StoreError, StoreReadOnly
 from mtl_mcp.schemas import LedgerHit, RecallEntry, VerdictEntry
+from mtl_mcp.storage.ledger_sql import LEDGER_SCHEMA, chunks
 
 if TYPE_CHECKING:  # numpy only where vectors are read or written: the hooks import this
     import numpy as np
@@ -47,47 +48,7 @@ PLAN_MAX = 2000
 REEMBED_BATCH = 64  # verdicts' plans embedded again per transaction
 BUSY_MS = 5000
 WRITE_WAIT = 60.0  # seconds a write (or a vacuum) waits for other writers in all
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS recalls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at TEXT NOT NULL,
-    session TEXT,
-    client TEXT,
-    trigger TEXT NOT NULL,
-    plan TEXT NOT NULL,
-    project TEXT
-);
-CREATE INDEX IF NOT EXISTS recalls_session ON recalls(session);
-CREATE TABLE IF NOT EXISTS recalled (
-    recall INTEGER NOT NULL REFERENCES recalls(id) ON DELETE CASCADE,
-    rank INTEGER NOT NULL,
-    insight TEXT NOT NULL,
-    score REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS recalled_insight ON recalled(insight);
-CREATE INDEX IF NOT EXISTS recalled_recall ON recalled(recall);
-CREATE TABLE IF NOT EXISTS verdicts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at TEXT NOT NULL,
-    session TEXT NOT NULL,
-    insight TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    mode TEXT,
-    reason TEXT,
-    backend TEXT,
-    plan TEXT,
-    trigger TEXT,
-    vector BLOB,
-    model TEXT
-);
-CREATE INDEX IF NOT EXISTS verdicts_insight ON verdicts(insight);
-CREATE INDEX IF NOT EXISTS verdicts_session ON verdicts(session);
-CREATE TABLE IF NOT EXISTS reinstated (
-    insight TEXT PRIMARY KEY,
-    at TEXT NOT NULL
-);
-"""
+_RANKS = 100  # more than any recall's hits (k <= 20): recall * _RANKS + rank names one hit
 
 
 class Ledger:
@@ -148,7 +109,7 @@ class Ledger:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         connection = sqlite3.connect(self.path, timeout=BUSY_MS / 1000)
         try:
-            connection.executescript(_SCHEMA)
+            connection.executescript(LEDGER_SCHEMA)
             columns = {row[1] for row in connection.execute("PRAGMA table_info(verdicts)")}
             if "model" not in columns:  # a ledger of 0.3 or before
                 try:
@@ -235,7 +196,7 @@ class Ledger:
         with self._connection() as db:
             rows = db.execute(sql, args).fetchall()
             hits: dict[int, list[LedgerHit]] = {row[0]: [] for row in rows}
-            for chunk in _chunks(list(hits)):
+            for chunk in chunks(list(hits)):
                 marks = ", ".join("?" * len(chunk))
                 for recall, insight_id, score in db.execute(
                     f"SELECT recall, insight, score FROM recalled WHERE recall IN ({marks}) "
@@ -443,6 +404,81 @@ class Ledger:
             found.append((entry, vector, model))
         return found
 
+    # -- consolidation ------------------------------------------------------------------------
+
+    def last_used(self, since: datetime | None = None) -> dict[str, datetime]:
+        """When each insight last reached a plan (a tool call or the hook, not the
+        session-start context) or last helped a session, by the ledger."""
+        if not self.exists():
+            return {}
+        after = (since or datetime.min.replace(tzinfo=UTC)).isoformat()
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT d.insight, MAX(r.at) FROM recalled d JOIN recalls r ON r.id = d.recall "
+                "WHERE r.trigger IN ('tool', 'hook') AND r.at >= ? GROUP BY d.insight "
+                "UNION ALL SELECT insight, MAX(at) FROM verdicts "
+                "WHERE verdict = 'helped' AND at >= ? GROUP BY insight",
+                (after, after),
+            ).fetchall()
+        found: dict[str, datetime] = {}
+        for insight, at in rows:
+            when = datetime.fromisoformat(at)
+            if insight not in found or when > found[insight]:
+                found[insight] = when
+        return found
+
+    def move(self, moves: dict[str, str]) -> list[tuple[str, int, str]]:
+        """Give the recalls and verdicts of some insights to others (consolidation merged
+        them: {merged id: kept id}). Returns (table, key, former id) of each row moved,
+        for `move_back`. Verdicts given before an insight was reinstated stay with it:
+        they no longer count, and must not start counting against the kept one."""
+        if not moves or not self.exists():
+            return []
+        moved: list[tuple[str, int, str]] = []
+        reinstated = self.reinstatements()
+        with self._connection() as db:
+            for chunk in chunks(sorted(moves)):
+                marks = ", ".join("?" * len(chunk))
+                for key, insight in db.execute(
+                    f"SELECT recall * {_RANKS} + rank, insight FROM recalled "
+                    f"WHERE insight IN ({marks})",
+                    chunk,
+                ):
+                    moved.append(("recalled", key, insight))
+                for key, insight, when in db.execute(
+                    f"SELECT id, insight, at FROM verdicts WHERE insight IN ({marks})", chunk
+                ).fetchall():
+                    since = reinstated.get(insight)
+                    if since is None or datetime.fromisoformat(when) > since:
+                        moved.append(("verdicts", key, insight))
+            self._set_insights(db, [(t, k, moves[i]) for t, k, i in moved])
+        self._touch()
+        return moved
+
+    @staticmethod
+    def _set_insights(db: sqlite3.Connection, rows: Sequence[tuple[str, int, str]]) -> None:
+        """Point ledger rows at other insights: (table, key, insight). A recalled row's key
+        is its recall and rank (VACUUM renumbers the rowids of a table without a primary
+        key); a verdict's is its id."""
+        for table, key, insight in rows:
+            if table == "recalled":
+                recall, rank = divmod(key, _RANKS)
+                db.execute(
+                    "UPDATE recalled SET insight = ? WHERE recall = ? AND rank = ?",
+                    (insight, recall, rank),
+                )
+            elif table == "verdicts":
+                db.execute("UPDATE verdicts SET insight = ? WHERE id = ?", (insight, key))
+
+    def move_back(self, moved: Sequence[tuple[str, int, str]]) -> None:
+        """Undo `move`: each row back to the insight it was about (rows pruned since are
+        gone, and stay gone)."""
+        if not moved or not self.exists():
+            return
+        with self._connection() as db:
+            self._set_insights(db, moved)
+        self._touch()
+
     # -- figures and purges -------------------------------------------------------------------
 
     def figures(self) -> dict[str, Any]:
@@ -480,7 +516,7 @@ class Ledger:
         removed = 0
         touched: set[int] = set()  # recalls that gave one of them
         with self._connection(write=True) as db:
-            for chunk in _chunks(sorted(ids)):
+            for chunk in chunks(sorted(ids)):
                 marks = ", ".join("?" * len(chunk))
                 touched.update(
                     number
@@ -497,7 +533,7 @@ class Ledger:
                 db.execute(f"DELETE FROM reinstated WHERE insight IN ({marks})", chunk)
             # A recall that gave nothing else goes too (its plan matched them); one that
             # gave nothing at all was never about them, and stays.
-            for chunk in _chunks(sorted(touched)):
+            for chunk in chunks(sorted(touched)):
                 marks = ", ".join("?" * len(chunk))
                 db.execute(
                     f"DELETE FROM recalls WHERE id IN ({marks}) "
@@ -524,7 +560,7 @@ class Ledger:
                 if any(pattern.search(text or "") for text in texts)
             ]
             for table, numbers in (("recalls", recalls), ("verdicts", verdicts)):
-                for chunk in _chunks(numbers):
+                for chunk in chunks(numbers):
                     marks = ", ".join("?" * len(chunk))
                     db.execute(f"DELETE FROM {table} WHERE id IN ({marks})", chunk)
         if recalls or verdicts:
@@ -558,8 +594,3 @@ def _waiting(step: Callable[[], object]) -> None:
             if not busy or time.monotonic() >= deadline:
                 raise
             time.sleep(0.05)
-
-
-def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[list[Any]]:
-    for start in range(0, len(values), size):
-        yield list(values[start : start + size])

@@ -46,6 +46,7 @@ from mtl_mcp.storage.schema import (
     TABLE,
     insight_schema,
     row_columns,
+    sql_string,
     vector_model,
 )
 from mtl_mcp.storage.snapshot import Snapshot
@@ -247,6 +248,39 @@ class InsightTable:
                 "that scoring never changes the memory it measures"
             )
 
+    def meta_value(self, key: str) -> str | None:
+        """One meta entry, read from the latest version now (not the cached meta)."""
+        with lance_errors(f"reading the meta table of {self.uri}", "retry"):
+            meta = self._connect().open_table(META_TABLE)
+            rows = meta.search().where(f"key = {sql_string(key)}").limit(None).to_arrow()
+        values = rows.column("value").to_pylist()
+        return str(values[0]) if values else None
+
+    def meta_entries(self, prefix: str) -> dict[str, str]:
+        """The meta entries whose key starts with `prefix`, read now."""
+        like = sql_string(prefix.replace("%", "") + "%")  # "_" matches any: filtered below
+        with lance_errors(f"reading the meta table of {self.uri}", "retry"):
+            meta = self._connect().open_table(META_TABLE)
+            rows = meta.search().where(f"key LIKE {like}").limit(None).to_arrow().to_pylist()
+        return {str(r["key"]): str(r["value"]) for r in rows if str(r["key"]).startswith(prefix)}
+
+    def meta_swap(self, key: str, old: str | None, new: str) -> bool:
+        """Set a meta entry to `new` only if it is `old` now (None: absent): a
+        compare-and-swap other machines' writers cannot interleave with. LanceDB's commit
+        protocol lets one of two racing writers through; the other's retried update
+        finds the entry changed and matches no row. True if this one won."""
+        with lance_errors(f"writing the meta table of {self.uri}", "retry"):
+            meta = self._connect().open_table(META_TABLE)
+            if old is None:
+                row = pa.Table.from_pylist([{"key": key, "value": new}], schema=meta.schema)
+                meta.merge_insert("key").when_not_matched_insert_all().execute(row)
+            else:
+                meta.update(
+                    where=f"key = {sql_string(key)} AND value = {sql_string(old)}",
+                    values={"value": new},
+                )
+        return self.meta_value(key) == new
+
     # -- the snapshot ------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
@@ -436,13 +470,17 @@ class InsightTable:
             and snapshot.version == table.version
         )
 
-    def rewrite(self, row: dict[str, Any]) -> None:
-        """Replace the stored row with `row`'s id by `row`, vector and all (an edit). The
-        snapshot is read afresh afterwards: its texts and vectors changed in place."""
+    def upsert(self, rows: list[dict[str, Any]]) -> None:
+        """Replace stored rows by `rows` (matched by id), vectors and all, in one commit: an
+        edit, or a consolidation's counters, lists, notes and status of hundreds of rows.
+        Ids not stored are left out. The snapshot is read afresh afterwards: texts and
+        vectors may have changed in place."""
+        if not rows:
+            return
 
         def rewrite(table: Table) -> Any:
             schema = table.schema
-            data = pa.Table.from_pylist([row], schema=schema)
+            data = pa.Table.from_pylist(rows, schema=schema)
             unfilled: Literal["null", "error"] = "null" if NEXT_VECTOR in schema.names else "error"
             builder = table.merge_insert("id").when_matched_update_all()
             return builder.execute(data, on_bad_vectors=unfilled)

@@ -8,4 +8,5 @@ polarity   success or failure, by a rule, when a draft left it out
 starter    the starter pack shipped with mtl-mcp
 render     insights as text for people and for the assistant's context
 tokens     the one token estimate
+cues       opposite advice and superseded flags between two similar lessons
 """

@@ -162,6 +162,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         MTL_MCP_HOME=str(home),
         MTL_MCP_STARTER="0",
         MTL_MCP_SERVICE_IDLE_SECONDS="30",
+        MTL_MCP_CONSOLIDATE_IDLE_SECONDS="0",  # no pass of its own between the tests
         MTL_MCP_CLAUDE_COMMAND="claude-not-installed-for-tests",
         MTL_MCP_CODEX_COMMAND="codex-not-installed-for-tests",
     )

@@ -7,7 +7,7 @@
 // read it, a reload finds it, and it goes in a header no other site can make us send.
 const SESSION_KEY = "mtl-session";
 const SESSION_HEADER = "x-mtl-session";
-const state = { session: null, options: null, team: false, render: null, dirty: false, notice: null, acting: false };
+const state = { session: null, options: null, team: false, render: null, dirty: false, notice: null, acting: false, preview: null };
 const view = () => document.getElementById("view");
 const render = (...nodes) => view().replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
 
@@ -128,7 +128,7 @@ function parseHash() {
   return { page: parts[0] || "browse", arg: parts[1], query: new URLSearchParams(query || "") };
 }
 
-const pages = { browse: browsePage, plan: planPage, insight: insightPage, sessions: sessionsPage, map: mapPage, trials: trialsPage };
+const pages = { browse: browsePage, plan: planPage, insight: insightPage, sessions: sessionsPage, upkeep: upkeepPage, map: mapPage, trials: trialsPage };
 
 async function route(focus = true) {
   const { page, arg, query } = parseHash();
@@ -513,6 +513,92 @@ async function sessionsPage() {
           el("th", { scope: "col", class: "num" }, "Budget"), el("th", { scope: "col" }, "Which budget"), el("th", { scope: "col" }, "Used"))),
         el("tbody", {}, spendRows))
       : el("p", { class: "muted" }, "Nothing spent today."));
+}
+
+// -- upkeep: consolidation runs -------------------------------------------------------------
+
+const CHANGE_HEADINGS = { merged: "Merged", superseded: "Superseded", retired: "Retired", conflict: "Conflicts flagged" };
+
+function runSummary(run) {
+  const merged = run.merged.reduce((total, [, members]) => total + members.length, 0);
+  return `merged ${merged} wordings into ${run.merged.length}, ${run.superseded.length} superseded, ` +
+    `${run.retired.length} retired, ${run.conflicts.length} conflicts`;
+}
+
+function changeItem(change) {
+  const title = (id) => change.titles[id] || id;
+  const main = insightLink(change.id, title(change.id));
+  const others = change.others.map((id, n) => [n ? ", " : "", insightLink(id, title(id))]);
+  const what = {
+    merged: [main, " ← ", others],
+    superseded: [main, " superseded by ", others],
+    retired: [main],
+    conflict: [main, " against ", others],
+  }[change.kind];
+  return el("li", { class: `change ${change.kind}` }, what, el("div", { class: "muted" }, change.why));
+}
+
+function changeLists(run) {
+  return Object.entries(CHANGE_HEADINGS).map(([kind, heading]) => {
+    const found = run.changes.filter((c) => c.kind === kind);
+    return found.length ? [el("h3", {}, `${heading} (${found.length})`), el("ul", {}, found.map(changeItem))] : null;
+  });
+}
+
+async function upkeepPage() {
+  const data = await api("/api/consolidation");
+  const message = messageBox();
+  const pass = (dryRun) => async () => {
+    try {
+      const run = await api("/api/consolidation/run", { dry_run: dryRun });
+      if (dryRun) {
+        state.preview = run;
+        await state.render();
+        notify(run.changes.length ? `A pass would have: ${runSummary(run)}.` : "A pass would change nothing.");
+      } else {
+        state.preview = null;
+        await state.render();
+        notify(run.changes.length ? `${run.run}: ${runSummary(run)}.` : "Nothing to consolidate.");
+      }
+    } catch (error) { notify(error.message, "error"); }
+  };
+  const undo = (run) => async () => {
+    if (!await confirmDialog("Undo this run?", `Every change of ${run.run} is taken back: merged insights come back, retired ones are active again. What happened since stays.`, "Undo")) return;
+    try {
+      await api(`/api/consolidation/${encodeURIComponent(run.run)}/undo`, { confirm: run.run });
+      await state.render();
+      notify(`Undid ${run.run}.`);
+    } catch (error) { notify(error.message, "error"); }
+  };
+  const preview = state.preview && state.preview.changes.length
+    ? el("section", { id: "preview", "aria-label": "What a pass would change" }, el("h2", {}, "A pass would change"), changeLists(state.preview))
+    : null;
+  const conflicts = data.conflicts.length
+    ? el("ul", { id: "conflicts" }, data.conflicts.map(changeItem))
+    : el("p", { class: "muted" }, "No open conflict.");
+  const runs = data.runs.length ? data.runs.map((run) => el("details", { class: "run", id: `run-${run.run}` },
+    el("summary", {}, `${when(run.at)} · ${run.source} · ${run.trigger} · ${runSummary(run)}`,
+      run.undone_at ? el("span", { class: "badge retired" }, "undone") : null,
+      el("span", { class: "muted" }, ` (${run.run})`)),
+    changeLists(run),
+    run.undone_at ? el("p", { class: "muted" }, `Undone ${when(run.undone_at)}.`)
+      : el("div", { class: "actions" }, el("button", { type: "button", class: "danger", onclick: undo(run) }, "Undo this run"))))
+    : [el("p", { class: "muted" }, "No consolidation run yet.")];
+  render(
+    el("h1", {}, "Upkeep"),
+    message,
+    el("p", {}, "Consolidation merges wordings of one lesson into the best of them, retires lessons a later one supersedes ",
+      `lessons no session used for ${data.retire_unused_days || "∞"} days and new wordings of lessons retired as wrong, and flags contradictions for you. `,
+      "Nothing is deleted; every run can be undone. ",
+      data.idle_seconds ? `The service runs a pass after ${Math.round(data.idle_seconds / 60)} idle minutes, at most every ${data.every_hours} hours.` : "The service never runs one by itself."),
+    el("div", { class: "actions" },
+      el("button", { type: "button", onclick: pass(true) }, "Preview a pass"),
+      el("button", { type: "button", class: "primary", onclick: pass(false) }, "Run a pass now")),
+    preview,
+    el("h2", {}, "Contradictions to settle"),
+    el("p", { class: "muted" }, "Never settled for you: keep both if each holds in its own scope, else retire or edit one."),
+    conflicts,
+    el("h2", {}, "Runs"), ...runs);
 }
 
 // -- map ------------------------------------------------------------------------------------
