@@ -292,9 +292,41 @@ def list_page(
         rows.append(indices)
         keys.append(values.astype(np.float64))
     owner, row = np.concatenate(owners), np.concatenate(rows)
-    page = np.argsort(-np.concatenate(keys), kind="stable")[offset : offset + limit]
+    page = _page(pools, owner, row, -np.concatenate(keys), offset, limit)
     items = [Insight.model_validate(r) for r in _records(pools, owner[page], row[page])]
     return items, len(row)
+
+
+def _page(
+    pools: Sequence[Pool],
+    owner: npt.NDArray[np.int64],
+    row: npt.NDArray[np.int64],
+    keyed: npt.NDArray[np.float64],
+    offset: int,
+    limit: int,
+) -> npt.NDArray[np.int64]:
+    """Positions of the page, smallest `keyed` first and ties by id: rows written in one
+    batch share their time, and a snapshot's row order (a service's, patched in place, or
+    one read afresh) must not decide the order a door shows. Only the rows that can reach
+    the page are sorted by id."""
+    import pyarrow as pa
+
+    end = offset + limit
+    if end <= 0 or not len(keyed):
+        return np.zeros(0, dtype=np.int64)
+    if end < len(keyed):
+        last = np.partition(keyed, end - 1)[end - 1]
+        candidates = np.flatnonzero(keyed <= last)
+    else:
+        candidates = np.arange(len(keyed))
+    ids = np.empty(len(candidates), dtype=object)
+    for number, pool in enumerate(pools):
+        mine = np.flatnonzero(owner[candidates] == number)
+        if len(mine):
+            taken = pool.snapshot.rows.column("id").take(pa.array(row[candidates][mine]))
+            ids[mine] = taken.to_pylist()
+    order = np.lexsort((ids.astype(str), keyed[candidates]))
+    return candidates[order][offset:end]
 
 
 def filter_mask(

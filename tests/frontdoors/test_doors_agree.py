@@ -276,9 +276,10 @@ async def test_a_relative_project_argument_means_the_windows_folder_through_ever
     project, in-process and through the shared service (which runs in the data directory),
     for recall and record alike, as `mtl-mcp recall --project .` there does."""
     a, b, _ = world.folders
-    expected = {folder: world.expected(False, folder) for folder in (a, b)}
     drafts = iter(distinct_lessons(2, offset=190))
     for service in ("0", "1"):
+        # Each pass after the last one's record: a new insight moves the gate's p.
+        expected = {folder: world.expected(False, folder) for folder in (a, b)}
         async with stdio_window(world.env(False, MTL_MCP_SERVICE=service), cwd=a) as window:
             for relative, folder in ((".", a), (f"../{b.name}", b)):
                 for plan, call in itertools.product(PLANS, CALLS):
@@ -296,4 +297,4 @@ async def test_a_relative_project_argument_means_the_windows_folder_through_ever
         world.env(False), "recall", PLANS[0], "--scope", "this-project", "--project", ".", cwd=a
     )
     answer = [(r["id"], r["p"]) for r in got["results"]]
-    assert answer == expected[a][PLANS[0], "this-project", 3]
+    assert answer == world.expected(False, a)[PLANS[0], "this-project", 3]

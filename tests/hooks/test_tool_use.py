@@ -119,9 +119,10 @@ def warm(settings: Settings) -> Settings:
 def test_a_stated_plan_gets_its_notes_once_per_task_and_never_again(
     warm: Settings, tmp_path: Path
 ) -> None:
-    """The first tool call after the plan brings the top 3 (the in-process answer); later
-    calls of the task bring nothing; a new prompt with the same plan brings only notes not
-    shown yet; the ledger records each, with the hook as the trigger."""
+    """The first tool call after the plan brings the gate's pick of the top 3 (the
+    in-process answer); later calls of the task bring nothing; a new prompt with the same
+    plan brings only notes not shown yet; the ledger records each, with the hook as the
+    trigger."""
     session = Session(warm, tmp_path)
     session.prompt("The flaky tests fail on CI; fix them.")
     session.say("Let me look.")
@@ -130,13 +131,14 @@ def test_a_stated_plan_gets_its_notes_once_per_task_and_never_again(
     first = injected(session.tool())
     memory = Memory(warm)
     try:
-        expected = memory.recall(PLAN, k=3)
+        expected = unasked(memory.recall(PLAN, k=3), warm.auto_recall_min_p)
         assert first == [h.id for h in expected] and first
         assert session.tool() == "" and session.tool("Bash", {"command": "pytest"}) == ""
         session.prompt("Please try that again from scratch.")
         session.say(PLAN)
         second = injected(session.tool())
-        assert second == [h.id for h in memory.recall(PLAN, k=3, exclude_ids=first)]
+        others = memory.recall(PLAN, k=3, exclude_ids=first)
+        assert second == [h.id for h in unasked(others, warm.auto_recall_min_p)]
         assert not set(first) & set(second)
     finally:
         memory.close()
