@@ -18,6 +18,7 @@ from mtl_mcp.cli.app import (
     stop_the_service,
 )
 from mtl_mcp.config import private_umask
+from mtl_mcp.text.frames import neutral
 
 if TYPE_CHECKING:  # the purge machinery imports pyarrow: not for `--help` or the hooks
     from mtl_mcp.operations.purge import PurgeReport
@@ -248,8 +249,8 @@ def echo_run(run: ConsolidationRun) -> None:
     """A run for people: what changed and why, and how to undo it."""
     head = "would change" if run.dry_run else run.run
     click.echo(f"{head}: {_summary(run)}")
-    for change in run.changes:
-        title = change.titles.get(change.id, "")
+    for change in run.changes:  # titles and reasons are stored text: made inert
+        title = neutral(change.titles.get(change.id, ""))
         if change.kind == "merged":
             click.echo(f"  merged      {change.id} {title!r} <- {', '.join(change.others)}")
         elif change.kind == "superseded":
@@ -257,9 +258,9 @@ def echo_run(run: ConsolidationRun) -> None:
         elif change.kind == "retired":
             click.echo(f"  retired     {change.id} {title!r}")
         else:
-            other = change.titles.get(change.others[0], "")
+            other = neutral(change.titles.get(change.others[0], ""))
             click.echo(f"  conflict    {change.id} {title!r} / {change.others[0]} {other!r}")
-        click.echo(f"              {change.why}")
+        click.echo(f"              {neutral(change.why)}")
     if run.conflicts:
         click.echo(
             "conflicts are never settled for you: keep both if each holds in its own scope, "

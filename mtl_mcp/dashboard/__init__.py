@@ -3,8 +3,8 @@
 Like the CLI and the MCP server, it calls `Memory` and translates; it holds no memory of its
 own when the warm service runs (it runs inside it: `mtl_mcp.dashboard.run`).
 
-guard   who may talk to it: loopback Host, the launch's token (then a cookie), its own
-        Origin, a CSRF token on every change; the security headers
+guard   who may talk to it: loopback Host, a one-time launch code traded for a session
+        secret the page sends in a header (no cookie), its own Origin; the security headers
 api     the routes: the page, a JSON API over `Memory`, the live feed (Server-Sent Events)
 actions what the insight page's buttons do (edit, rate, retire, forget, share...)
 views   what the page is shown, shaped and redacted (the map's points and figures too)

@@ -63,7 +63,7 @@ class Bookkeeping(Curation):
         shown = self.loop.shown(origin.session_id) if origin.session_id else set()
         left_out = shown | set(exclude_ids)
         late = self.loop.take_late(origin.session_id, plan, project)
-        if late is not None and not any(h.id in left_out for h in late):
+        if late is not None and not any(h.id in left_out for h in late) and self._all_active(late):
             top = late
         else:
             top = self.recall(plan, k=k, project=project, exclude_ids=left_out)
@@ -74,6 +74,15 @@ class Bookkeeping(Curation):
         if hits:
             self.loop.note(origin, plan, project, hits, self.clock())
         return hits
+
+    def _all_active(self, hits: Sequence[RecallHit]) -> bool:
+        """Whether every hit is still stored and active (a kept late recall outlives a
+        forget, a retirement or a consolidation's merge otherwise)."""
+        snapshot = self._snapshot()
+        active = snapshot.active
+        return all(
+            (n := snapshot.positions.get(h.id)) is not None and bool(active[n]) for h in hits
+        )
 
     def note_shown(
         self, origin: RecallOrigin, ids: Sequence[str], project: str | None = None

@@ -262,6 +262,11 @@ class Loop:
                     if hits or not entry.hits:
                         kept.append(entry.model_copy(update={"hits": hits}))
                 self._pending = kept
+                self._late = {
+                    key: (at, hits)
+                    for key, (at, hits) in self._late.items()
+                    if not any(h.id in ids for h in hits)
+                }
             return self.ledger.forget(ids)
 
     def scrub(self, pattern: re.Pattern[str]) -> int:
@@ -276,6 +281,11 @@ class Loop:
                     if not (pattern.search(e.plan or "") or pattern.search(e.project or ""))
                 ]
                 dropped = before - len(self._pending)
+                self._late = {
+                    (session, plan, project): kept
+                    for (session, plan, project), kept in self._late.items()
+                    if not (pattern.search(plan) or pattern.search(project or ""))
+                }
             return dropped + self.ledger.scrub(pattern)
 
 

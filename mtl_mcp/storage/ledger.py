@@ -436,7 +436,7 @@ class Ledger:
             return []
         moved: list[tuple[str, int, str]] = []
         reinstated = self.reinstatements()
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             for chunk in chunks(sorted(moves)):
                 marks = ", ".join("?" * len(chunk))
                 for key, insight in db.execute(
@@ -475,7 +475,7 @@ class Ledger:
         gone, and stay gone)."""
         if not moved or not self.exists():
             return
-        with self._connection() as db:
+        with self._connection(write=True) as db:
             self._set_insights(db, moved)
         self._touch()
 

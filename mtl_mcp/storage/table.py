@@ -265,10 +265,10 @@ class InsightTable:
         return {str(r["key"]): str(r["value"]) for r in rows if str(r["key"]).startswith(prefix)}
 
     def meta_swap(self, key: str, old: str | None, new: str) -> bool:
-        """Set a meta entry to `new` only if it is `old` now (None: absent): a
-        compare-and-swap other machines' writers cannot interleave with. LanceDB's commit
-        protocol lets one of two racing writers through; the other's retried update
-        finds the entry changed and matches no row. True if this one won."""
+        """Set a meta entry to `new` only if it is `old` now (None: absent), a compare-and-swap
+        other machines cannot interleave with: LanceDB lets one of two racing writers through;
+        the other's retried update finds the entry changed. True if this one won."""
+        self.refuse_if_frozen()
         with lance_errors(f"writing the meta table of {self.uri}", "retry"):
             meta = self._connect().open_table(META_TABLE)
             if old is None:

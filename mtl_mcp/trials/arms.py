@@ -54,7 +54,14 @@ NOT_CARRIED = frozenset(
         "service_idle_seconds", "read_only", "starter",
     }
 )  # fmt: skip
-FROZEN = {"read_only": True, "distill_backend": "off", "starter": False, "service": True}
+# An arm's memory is frozen: no distilling, and no idle consolidation (refused every minute).
+FROZEN = {
+    "read_only": True,
+    "distill_backend": "off",
+    "starter": False,
+    "service": True,
+    "consolidate_idle_seconds": 0,
+}
 
 
 @dataclass(frozen=True)

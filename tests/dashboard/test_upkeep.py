@@ -128,22 +128,21 @@ def test_a_retired_wording_is_shown_with_why_and_undone(page: Any, dashboard: Da
         dashboard.cli("forget", insight, "--yes")
 
 
-def test_undo_needs_the_run_repeated_and_the_csrf_token(dashboard: Dashboard) -> None:
-    """The page's undo is a mutation like the others: without the CSRF header the guard
-    refuses it, and without `confirm` the route does."""
+def test_undo_needs_the_run_repeated_and_the_session(dashboard: Dashboard) -> None:
+    """The page's undo is a mutation like the others: without the page's session the guard
+    refuses it, from another origin too, and without `confirm` the route does."""
     import httpx
 
-    with httpx.Client(base_url=dashboard.base, cookies=dashboard.cookie) as client:
-        bare = client.post(
-            "/api/consolidation/run-20250101-000000-ab12/undo",
-            json={"confirm": "run-20250101-000000-ab12"},
-            headers={"origin": dashboard.base},
+    run = "/api/consolidation/run-20250101-000000-ab12/undo"
+    confirmed = {"confirm": "run-20250101-000000-ab12"}
+    with httpx.Client(base_url=dashboard.base) as client:
+        bare = client.post(run, json=confirmed, headers={"origin": dashboard.base})
+        assert bare.status_code == 401
+        foreign = client.post(
+            run, json=confirmed, headers={**dashboard.headers, "origin": "http://127.0.0.1:1"}
         )
-        assert bare.status_code == 403
-        session = client.get("/api/session").json()
+        assert foreign.status_code == 403
         unconfirmed = client.post(
-            "/api/consolidation/run-20250101-000000-ab12/undo",
-            json={},
-            headers={"origin": dashboard.base, "x-csrf-token": session["csrf"]},
+            run, json={}, headers={**dashboard.headers, "origin": dashboard.base}
         )
         assert unconfirmed.status_code == 400 and "confirm" in unconfirmed.json()["error"]

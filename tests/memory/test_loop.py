@@ -3,6 +3,8 @@ given, verdicts with their plans, and feedback that leaves misleading lessons ou
 
 from __future__ import annotations
 
+import pytest
+
 from mtl_mcp import Memory
 from mtl_mcp.index.gate import unasked
 from mtl_mcp.index.methods import plan_vector
@@ -201,3 +203,24 @@ def test_a_recall_its_hook_gave_up_on_goes_out_at_the_next_try_unless_shown_sinc
     store.recall(SHELL, k=1, origin=RecallOrigin(session_id="s2"))  # the model asked itself
     again = store.recall_for_session(SHELL, other, min_p=0.0)
     assert again is not None and first.id not in {h.id for h in again}
+
+
+@pytest.mark.parametrize("how", ["purged", "retired"])
+def test_a_kept_late_recall_never_brings_back_an_insight_gone_since(
+    how: str, store: Memory
+) -> None:
+    """A recall kept for a session's next try (its hook gave up) does not outlive a purge
+    or a retirement of one of its notes: the next try recalls afresh."""
+    store.record(distinct_lessons(30, offset=40))
+    hook = RecallOrigin(session_id="s1", trigger="hook")
+    assert store.recall_for_session(DATES, hook, min_p=0.0, on_time=lambda: False) is None
+    gone = store.recall(DATES, k=3)[0].id
+    if how == "purged":
+        store.purge([gone])
+    else:
+        store.retire(gone, "wrong")
+    kept = store.recall_for_session(DATES, hook, min_p=0.0)
+    assert kept and gone not in {h.id for h in kept}
+    store.flush()
+    ledger = store.loop.ledger.path
+    assert how == "retired" or gone.encode() not in ledger.read_bytes()

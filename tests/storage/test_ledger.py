@@ -180,3 +180,31 @@ def test_a_forget_waits_for_a_lock_held_past_sqlites_busy_timeout(
         release.join()
         other.close()
     assert [[h.id for h in r.hits] for r in ledger.recalls()] == [["ins_kept"]]
+
+
+def test_a_consolidation_move_and_its_undo_wait_for_the_lock_and_commit_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving a merged insight's ledger rows (and moving them back) is one write: it waits
+    for another writer that holds the lock past BUSY_MS, as every ledger write does, and
+    then moves every row."""
+    monkeypatch.setattr(ledger_module, "BUSY_MS", 100)
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.add_recalls([recall("s1", "ins_a", "ins_b"), recall("s2", "ins_a")])
+    for step in ("move", "move back"):
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(1.0, other.commit)
+        release.start()
+        try:
+            if step == "move":
+                moved = ledger.move({"ins_a": "ins_kept"})
+            else:
+                ledger.move_back(moved)
+        finally:
+            release.join()
+            other.close()
+        ids = sorted(h.id for r in ledger.recalls() for h in r.hits)
+        assert ids == (["ins_b", "ins_kept", "ins_kept"] if step == "move" else
+                       ["ins_a", "ins_a", "ins_b"])  # fmt: skip

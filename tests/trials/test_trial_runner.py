@@ -331,6 +331,7 @@ def test_the_memory_arm_runs_on_a_frozen_copy(
     runner.prepare()
     copy = load_settings(files.folder / "m")
     assert copy.read_only and copy.distill_backend == "off" and not copy.team_uri
+    assert copy.consolidate_idle_seconds == 0  # a frozen memory is not consolidated
     memory = Memory(copy)
     try:
         assert memory.stats()["total"] == Memory(user_memory).stats()["total"]
