@@ -142,9 +142,11 @@ def test_the_session_start_context_is_inert_even_from_an_older_file(
 
 @pytest.mark.slow
 def test_the_plan_hook_hands_the_model_the_note_inert(
-    settings: Settings, planted: str, tmp_path: Path
+    settings: Settings, planted: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The issue's case: the plan hook, through the real service, in additionalContext."""
+    """The issue's case: the plan hook, through the real service, in additionalContext
+    (the relevance gate opened wide: what is asked is how a note it passes is framed)."""
+    monkeypatch.setenv("MTL_MCP_AUTO_RECALL_MIN_P", "0")
     env = {**os.environ, "MTL_MCP_HOME": str(settings.home)}
     subprocess.run([MTL_MCP, "serve"], stdin=subprocess.DEVNULL, env=env, check=True, timeout=60)
     reply = request(settings, "call", method="recall", params={"plan": "warm up"}, timeout=60)

@@ -88,7 +88,7 @@ async def test_record_then_recall_by_plan(client: Client) -> None:
     assert list(structured) == ["notes", "results"]  # the framed notes are read first
     hits = structured["results"]
     assert [h["id"] for h in hits] == ids(recorded)
-    assert set(hits[0]) == {"id", "score", "source"} and hits[0]["score"] > hits[1]["score"]
+    assert set(hits[0]) == {"id", "score", "p", "source"} and hits[0]["score"] > hits[1]["score"]
     assert {h["source"] for h in hits} == {"personal"}  # no team pool here
     notes = structured["notes"]
     assert result.content[0].text == notes

@@ -139,7 +139,8 @@ def test_paraphrases_merge_into_the_best_with_support_ratings_projects_and_verdi
     others = record(memory, other_lessons(20), "project-x", "s9")
     memory.rate(ids[1], helpful=True)
     memory.rate(ids[2], helpful=False)
-    given = memory.recall_for_session(PLAN, RecallOrigin(session_id="s10", trigger="hook"))
+    hook = RecallOrigin(session_id="s10", trigger="hook")
+    given = memory.recall_for_session(PLAN, hook, min_p=0.0)  # the gate opened: a use
     assert given is not None and {h.id for h in given} & set(ids)
     memory.record_verdicts(
         [
@@ -179,7 +180,7 @@ def test_undo_puts_every_row_and_ledger_row_back_and_keeps_what_came_since(
     memory: Memory, clock: Clock
 ) -> None:
     ids = [record(memory, [w], f"p{n}", f"s{n}")[0] for n, w in enumerate(WORDINGS)]
-    memory.recall_for_session(PLAN, RecallOrigin(session_id="s5", trigger="hook"))
+    memory.recall_for_session(PLAN, RecallOrigin(session_id="s5", trigger="hook"), min_p=0.0)
     memory.record_verdicts(
         [VerdictEntry(session_id="s5", insight=i, verdict="helped", plan=PLAN) for i in ids]
     )
@@ -285,7 +286,8 @@ def test_a_lesson_unused_for_the_set_days_is_retired_but_a_used_one_and_the_star
     )
     starter = len(memory.list(limit=100)[0])
     assert starter > 0
-    [used, unused] = record(memory, other_lessons(2, offset=40), "p", "s1")
+    # Two lessons of the pool that paraphrase no starter lesson (one at 40 merged into one).
+    [used, unused] = record(memory, other_lessons(2, offset=80), "p", "s1")
     clock.days(60)
     hits = memory.recall_for_session(
         str(memory.get(used).content), RecallOrigin(session_id="s2", trigger="hook"), k=1

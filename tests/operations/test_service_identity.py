@@ -22,6 +22,8 @@ def test_only_the_settings_that_tune_the_process_are_left_out() -> None:
         "plan_recall",
         "auto_recall_min_p",  # a hook passes it with each call, as the context call does
         "hook_budget_seconds",
+        "consolidate_idle_seconds",  # when the service consolidates, not what it answers
+        "consolidate_every_hours",
     } == PROCESS_SETTINGS
 
 
