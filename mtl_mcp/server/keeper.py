@@ -115,13 +115,19 @@ class MemoryKeeper:
             logger.info("warm in %.1f s", time.monotonic() - started)
             if self._closing.is_set():
                 return
-            lower_priority()  # what follows must never take a core from a recall
-            if self._older_services_gone():
-                memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
         except MtlError as exc:  # reported again, to the assistant, on the first tool call
             logger.warning("warm-up failed: %s", exc)
+            return
         except Exception:  # never let the warm-up thread die noisily
             logger.exception("warm-up failed")
+            return
+        lower_priority()  # what follows must never take a core from a recall
+        try:
+            if self._older_services_gone():
+                memory.upgrade_vectors(progress=_progress_log(), stop=self._closing.is_set)
+        except (MtlError, OSError, RuntimeError) as exc:  # out of files, a store gone, ...
+            # Resumable: recall goes on from the old vectors; the next start goes on with it.
+            logger.warning("re-embedding stopped, the next start resumes it: %s", exc)
 
     def _older_services_gone(self) -> bool:
         """Wait until no older release's service still serves its last windows from this data
