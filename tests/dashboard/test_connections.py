@@ -25,7 +25,7 @@ from mtl_mcp.config import load_settings
 from mtl_mcp.server.calls import ServiceMemory
 from tests.dashboard.conftest import PLAN, Dashboard, redeem, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 FLOOD = 1500  # idle connections: more than a service with 1,024 open files can hold
 SERVICE_FILES = 1024  # a common default limit, as hard limit: the service cannot raise it
 LOG_MAX = 32 * 1024

@@ -31,7 +31,7 @@ from tests.conftest import FLAKY_PLAN
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 REPO = Path(__file__).resolve().parent.parent.parent
 RECALL = "mcp__mtl-mcp__recall_insights"

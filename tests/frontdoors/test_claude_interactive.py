@@ -41,7 +41,7 @@ from tests.frontdoors.test_claude_code import (
 )
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 TMUX = "/usr/bin/tmux"
 INPUT_MARK = "\N{HEAVY RIGHT-POINTING ANGLE QUOTATION MARK ORNAMENT}"  # starts the input line

@@ -33,7 +33,7 @@ from tests.gemini_cli import GeminiCli
 from tests.opencode_cli import Opencode
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 PLAN = FLAKY_PLAN  # one a starter lesson fits, which the relevance gate passes
 

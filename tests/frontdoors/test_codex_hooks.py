@@ -30,7 +30,7 @@ from tests.conftest import FLAKY_PLAN
 from tests.fake_openai import FakeOpenAI, RecordedRequest
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MIN_P = load_settings(Path("/nonexistent")).auto_recall_min_p
 OUR_EVENTS = {"sessionStart", "postToolUse", "sessionEnd"}

@@ -29,7 +29,7 @@ from tests.conftest import FLAKY_LESSON, FLAKY_PLAN
 from tests.fake_anthropic import FakeAnthropic, RecordedRequest
 from tests.frontdoors.test_claude_code import hook_notes, note_ids, note_titles, run_mtl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MODEL_TURN = 3.0  # seconds the scripted model takes for its second turn, as a model would
 

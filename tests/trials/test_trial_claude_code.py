@@ -27,7 +27,7 @@ from tests.trials.conftest import (
     tree_hashes,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 API_KEY = "sk-ant-api03-trial-test-key-abcdefghijklmnopqrstuvwxyz012345"
 
 

@@ -20,7 +20,7 @@ from tests.trials.agents import BAD_LESSON, Policy, gemini_policy
 from tests.trials.conftest import leftovers, mtl, tree_hashes
 from tests.trials.suites import make_suite
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 def test_a_misled_agent_s_failures_are_harms_tied_to_the_planted_lesson(
