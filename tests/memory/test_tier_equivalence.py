@@ -7,7 +7,9 @@ holds already (the same id, or a near-duplicate) appears once, as yours.
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import shutil
 import tempfile
 from collections.abc import Iterator
 from functools import cache
@@ -78,6 +80,8 @@ def paraphrase(draft: dict[str, object]) -> dict[str, object]:
 @cache
 def embedder() -> CachedEmbedder:
     home = Path(tempfile.mkdtemp(prefix="mtl-equivalence-"))
+    # cached for the whole run, so no fixture's end removes it
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     return CachedEmbedder(get_embedder(load_settings(home)))
 
 

@@ -295,14 +295,24 @@ function shownOnItsOwn(hit, unasked) {
 
 const EDITABLE = ["title", "description", "content", "domain", "category", "polarity", "languages", "tags"];
 
+// The change an action makes is shown by the action itself, not by the live feed: a render
+// from the feed meanwhile would redraw the page under it and drop its notice.
+async function acting(work) {
+  state.acting = true;
+  try {
+    return await work();
+  } finally {
+    state.acting = false;
+  }
+}
+
 async function insightPage(id) {
   const data = await api(`/api/insights/${encodeURIComponent(id)}`);
   const item = data.insight;
   const own = item.source !== "team";
   const message = messageBox();
 
-  const act = async (name, body, done) => {
-    state.acting = true; // the change it makes is shown by it, not by the live feed
+  const act = (name, body, done) => acting(async () => {
     try {
       const answer = await api(`/api/insights/${encodeURIComponent(id)}/${name}`, body);
       state.dirty = false;
@@ -310,10 +320,8 @@ async function insightPage(id) {
       else await state.render();
     } catch (error) {
       notify(error.message, "error");
-    } finally {
-      state.acting = false;
     }
-  };
+  });
 
   const fields = el("dl", { class: "fields" });
   const add = (name, value) => fields.append(el("dt", {}, name), el("dd", {}, value ?? "—"));
@@ -548,7 +556,7 @@ function changeLists(run) {
 async function upkeepPage() {
   const data = await api("/api/consolidation");
   const message = messageBox();
-  const pass = (dryRun) => async () => {
+  const pass = (dryRun) => () => acting(async () => {
     try {
       const run = await api("/api/consolidation/run", { dry_run: dryRun });
       if (dryRun) {
@@ -561,14 +569,16 @@ async function upkeepPage() {
         notify(run.changes.length ? `${run.run}: ${runSummary(run)}.` : "Nothing to consolidate.");
       }
     } catch (error) { notify(error.message, "error"); }
-  };
+  });
   const undo = (run) => async () => {
     if (!await confirmDialog("Undo this run?", `Every change of ${run.run} is taken back: merged insights come back, retired ones are active again. What happened since stays.`, "Undo")) return;
-    try {
-      await api(`/api/consolidation/${encodeURIComponent(run.run)}/undo`, { confirm: run.run });
-      await state.render();
-      notify(`Undid ${run.run}.`);
-    } catch (error) { notify(error.message, "error"); }
+    await acting(async () => {
+      try {
+        await api(`/api/consolidation/${encodeURIComponent(run.run)}/undo`, { confirm: run.run });
+        await state.render();
+        notify(`Undid ${run.run}.`);
+      } catch (error) { notify(error.message, "error"); }
+    });
   };
   const preview = state.preview && state.preview.changes.length
     ? el("section", { id: "preview", "aria-label": "What a pass would change" }, el("h2", {}, "A pass would change"), changeLists(state.preview))
