@@ -87,6 +87,26 @@ def is_service(pid: int) -> bool:
     return b"service" in argv and any(b"mtl" in arg for arg in argv)
 
 
+def detached_workers(home: Path) -> list[int]:
+    """The pids of the detached `mtl-mcp` processes a hook started for data directory `home`
+    (`hook refresh`, `hook worker`: they outlive the session that started them); none where
+    there is no /proc (macOS)."""
+    if not Path("/proc").is_dir():
+        return []
+    wanted = [b"--home", os.fsencode(home)]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if argv[1:4] == [b"-m", b"mtl_mcp", b"hook"] and argv[-2:] == wanted:
+            found.append(int(entry.name))
+    return [pid for pid in found if alive(pid)]
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie waiting for its parent does not)."""
     if pid <= 0:

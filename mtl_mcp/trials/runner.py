@@ -17,6 +17,7 @@ then the hidden verifier; one line in the trial's ledger per session.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from mtl_mcp.config import Settings
 from mtl_mcp.errors import InputError, MtlError
+from mtl_mcp.operations.retiring import detached_workers
 from mtl_mcp.operations.service import SOCKET_PATH_MAX, stop_services
 from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
 from mtl_mcp.text.redact import redact
@@ -37,9 +39,14 @@ from mtl_mcp.trials.clients import ClientAdapter
 from mtl_mcp.trials.plan import Estimate, Slot, estimate_from, schedule
 from mtl_mcp.trials.records import RunRecord, TrialFiles, TrialSpec, remove_tree, utc_now
 
+logger = logging.getLogger(__name__)
+
 ERRORS_IN_A_ROW = 3
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of a session's process group
 RECALL_GRACE = 5.0  # seconds after a session in which its hooks' recalls may still land
+# A session-start hook that found no service shows the cached context and leaves recording
+# it (and refreshing it) to a detached, niced process: on a busy machine that takes seconds.
+SETTLE_SECONDS = 60.0
 Say = Callable[[str], None]
 
 
@@ -289,6 +296,8 @@ class Runner:
             out, err, timed_out = run_session(argv, work, env, task.timeout)
             seconds = time.monotonic() - clock
             ended = utc_now()
+            if store is not None:
+                settle(store.home)
             usage = self.adapter.parse(out, err)
             record = RunRecord(
                 slot=slot.index, task=task.id, domain=task.domain, arm=slot.arm, run=slot.run,
@@ -308,6 +317,17 @@ class Runner:
             return record
         finally:
             remove_tree(folder)
+
+
+def settle(home: Path, timeout: float = SETTLE_SECONDS) -> None:
+    """Wait until the detached work the hooks of a session started for arm directory
+    `home` is done: what it records in the ledger belongs to that session, and it must not
+    run into the next one (or into the arm's removal)."""
+    deadline = time.monotonic() + timeout
+    while (left := detached_workers(home)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        logger.warning("the hooks' detached work for %s still runs (pids %s)", home, left)
 
 
 def run_session(

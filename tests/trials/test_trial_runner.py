@@ -341,3 +341,32 @@ def test_the_memory_arm_runs_on_a_frozen_copy(
             memory.record([draft])
     finally:
         memory.close()
+
+
+def test_a_session_is_over_only_once_the_work_its_hooks_left_behind_is_done(
+    user_memory: Settings, stub_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A session-start hook that found no service shows the cached context and leaves
+    recording it in the ledger to a detached, niced `hook refresh`; the runner waits for it
+    (`settle`) before it counts the session over, so what the session was shown is in its
+    arm's ledger when the trial attributes recalls (a busy machine's last session once
+    had its recall missing from the report)."""
+    from mtl_mcp.hooks.session import spawn_detached
+    from mtl_mcp.operations.retiring import detached_workers
+    from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
+    from mtl_mcp.trials.runner import settle
+    from tests.trials.agents import planted_lessons
+
+    files, runner = start(user_memory, runs=1, tasks=1, seed=6)
+    runner.prepare()
+    arm = load_settings(files.folder / "m")
+    shown = planted_lessons(load_suite("builtin"))[0].id
+    spawn_detached(
+        arm, "hook", "refresh", "--project-dir", str(tmp_path), "--session", "s-1",
+        "--client", "claude-code", "--shown", shown,
+    )  # fmt: skip
+    assert detached_workers(arm.home)  # it outlives the hook that started it
+    settle(arm.home)
+    assert detached_workers(arm.home) == []
+    recalls = Ledger(arm.home / LEDGER_FILE).recalls(session_id="s-1")
+    assert [hit.id for entry in recalls for hit in entry.hits] == [shown]
