@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from mtl_mcp.config import return_free_heap
 from mtl_mcp.errors import MtlError
 from mtl_mcp.index.bm25 import Bm25Index
 from mtl_mcp.schemas import Source
@@ -244,6 +245,7 @@ class Tier:
                 return cached[2]
         generation = snapshot.generation
         index = Bm25Index(snapshot.texts())  # outside the lock: ~1 s at 100,000 insights
+        return_free_heap()  # the build's tokens and sorts, freed
         with self._lock:
             self._keywords = (snapshot, generation, index)
         return index
@@ -252,6 +254,7 @@ class Tier:
         try:
             generation = snapshot.generation
             index = Bm25Index(snapshot.texts())
+            return_free_heap()
             with self._lock:
                 if self._keywords is not None and self._keywords[0].lineage is snapshot.lineage:
                     self._keywords = (snapshot, generation, index)

@@ -18,6 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mtl_mcp.config import return_free_heap
 from mtl_mcp.storage.schema import VECTOR, row_columns
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class Snapshot:
             filled += count
         if filled != len(vectors):
             raise RuntimeError("the vector scan returned fewer rows than the row scan")
+        return_free_heap()  # the scans' batches, freed
         return cls(version=table.version, rows=rows, matrix=vectors)
 
     def __len__(self) -> int:
