@@ -93,7 +93,7 @@ def detached_workers(home: Path) -> list[int]:
     there is no /proc (macOS)."""
     if not Path("/proc").is_dir():
         return []
-    wanted = [b"--home", os.fsencode(home)]
+    wanted = [b"--home", os.fsencode(home.resolve())]
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
