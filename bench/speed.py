@@ -356,9 +356,11 @@ def stdio_section(trees: dict[str, Path | None], work: Path, quick: bool) -> dic
 
 def load_section(trees: dict[str, Path | None], work: Path, quick: bool) -> dict[str, Any]:
     # Whether the phase without neighbours is idle: other jobs on the machine would make it
-    # busy too, and the ratio would say nothing.
+    # busy too, and the ratio would say nothing. (The load average at the end includes the
+    # section's own neighbours, ~2 for the last minute of it.)
     result: dict[str, Any] = {"load_average_at_start": round(os.getloadavg()[0], 2)}
     runs = rounds("load", trees, work, 1 if quick else 2, 20 if quick else 40)
+    result["load_average_at_end"] = round(os.getloadavg()[0], 2)
     for label, items in runs.items():
         idle, busy = joined(items, "idle"), joined(items, "busy")
         result[label] = {

@@ -78,7 +78,7 @@ class Snapshot:
             filled += count
         if filled != len(vectors):
             raise RuntimeError("the vector scan returned fewer rows than the row scan")
-        return_free_heap()  # the scans' batches, freed
+        return_free_heap()  # what the two scans allocated and freed
         return cls(version=table.version, rows=rows, matrix=vectors)
 
     def __len__(self) -> int:

@@ -138,6 +138,8 @@ class Runner:
                     warm = self._warm_services(self.stores.domain_of(task), warm)
                 record = self.session(slot, task, store)
                 self.files.add_run(record)
+                if store is not None:  # saved first: a Ctrl-C while it waits loses nothing
+                    settle(store.home)
                 verdict = (
                     "error" if record.passed is None else ("pass" if record.passed else "fail")
                 )
@@ -215,6 +217,8 @@ class Runner:
         and record how the trial ended; a complete trial's arm copies are removed."""
         with contextlib.suppress(Exception):
             self.stores.stop()
+        for home in self.stores.homes():  # a stopped trial does not wait long for it
+            settle(home, SETTLE_SECONDS if status == "complete" else 5.0)
         self.attribute_recalls()
         spec = self.files.spec()
         spec.status = status  # type: ignore[assignment]  # one of Status
@@ -296,8 +300,6 @@ class Runner:
             out, err, timed_out = run_session(argv, work, env, task.timeout)
             seconds = time.monotonic() - clock
             ended = utc_now()
-            if store is not None:
-                settle(store.home)
             usage = self.adapter.parse(out, err)
             record = RunRecord(
                 slot=slot.index, task=task.id, domain=task.domain, arm=slot.arm, run=slot.run,

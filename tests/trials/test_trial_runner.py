@@ -370,3 +370,40 @@ def test_a_session_is_over_only_once_the_work_its_hooks_left_behind_is_done(
     assert detached_workers(arm.home) == []
     recalls = Ledger(arm.home / LEDGER_FILE).recalls(session_id="s-1")
     assert [hit.id for entry in recalls for hit in entry.hits] == [shown]
+
+
+def test_the_detached_workers_of_a_home_are_its_hooks_and_no_other(tmp_path: Path) -> None:
+    """`detached_workers(home)` finds the processes `spawn_detached` starts for `home`
+    (`python -m mtl_mcp hook ... --home HOME`, the path resolved), also when asked through
+    a symlink to it, and neither a service of that home nor a hook of a home whose path
+    only begins like it."""
+    from mtl_mcp.operations.retiring import detached_workers
+
+    fake = tmp_path / "fake" / "mtl_mcp"  # a package of that name that only waits
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text("import time\ntime.sleep(60)\n")
+    home, other, link = tmp_path / "home", tmp_path / "home2", tmp_path / "link"
+    home.mkdir()
+    other.mkdir()
+    link.symlink_to(home)
+    env = {**os.environ, "PYTHONPATH": str(fake.parent)}
+
+    def start(*args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "mtl_mcp", *args], env=env)
+
+    hook = start("hook", "refresh", "--project-dir", ".", "--home", str(home.resolve()))
+    others = [
+        start("service", "-v", "--home", str(home.resolve())),
+        start("hook", "worker", "--home", str(other.resolve())),
+    ]
+    try:
+        wait_for(lambda: detached_workers(link) == [hook.pid], "the hook's process", timeout=10)
+        assert detached_workers(other) == [others[1].pid]
+        hook.kill()
+        hook.wait()
+        assert detached_workers(home) == []  # the service of that home is not among them
+    finally:
+        for process in [hook, *others]:
+            process.kill()
+            process.wait()
