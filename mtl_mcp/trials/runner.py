@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 ERRORS_IN_A_ROW = 3
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL of a session's process group
+WAKE_SECONDS = 0.5  # the longest a session's wait goes without running Python's signal handlers
 RECALL_GRACE = 5.0  # seconds after a session in which its hooks' recalls may still land
 # A session-start hook that found no service shows the cached context and leaves recording
 # it (and refreshing it) to a detached, niced process: on a busy machine that takes seconds.
@@ -349,10 +350,18 @@ def run_session(
         errors="replace",
         start_new_session=True,
     )
+    deadline = time.monotonic() + timeout
     try:
-        out, err = child.communicate(timeout=timeout)
-        return out, err, False
-    except subprocess.TimeoutExpired:
+        while True:
+            # In short waits: a Ctrl-C the kernel hands to another thread (LanceDB's loop)
+            # only interrupts the main thread's wait when that wait ends.
+            wait = min(WAKE_SECONDS, max(deadline - time.monotonic(), 0.0))
+            try:
+                out, err = child.communicate(timeout=wait)
+                return out, err, False
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    break
         kill_group(child)
         out, err = child.communicate()
         return out, err, True
