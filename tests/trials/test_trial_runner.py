@@ -352,19 +352,24 @@ def test_a_session_is_over_only_once_the_work_its_hooks_left_behind_is_done(
     arm's ledger when the trial attributes recalls (a busy machine's last session once
     had its recall missing from the report)."""
     from mtl_mcp.hooks.session import spawn_detached
+    from mtl_mcp.memory import Memory
     from mtl_mcp.operations.retiring import detached_workers
     from mtl_mcp.storage.ledger import LEDGER_FILE, Ledger
     from mtl_mcp.trials.runner import settle
-    from tests.trials.agents import planted_lessons
 
     files, runner = start(user_memory, runs=1, tasks=1, seed=6)
     runner.prepare()
     arm = load_settings(files.folder / "m")
-    shown = planted_lessons(load_suite("builtin"))[0].id
+    memory = Memory(arm)
+    try:
+        shown = memory.list(limit=1)[0][0].id  # an insight the arm's copy holds
+    finally:
+        memory.close()
     spawn_detached(
         arm, "hook", "refresh", "--project-dir", str(tmp_path), "--session", "s-1",
         "--client", "claude-code", "--shown", shown,
     )  # fmt: skip
+    wait_for(lambda: bool(detached_workers(arm.home)), "the refresh to show", timeout=10)
     settle(arm.home)
     assert detached_workers(arm.home) == []
     recalls = Ledger(arm.home / LEDGER_FILE).recalls(session_id="s-1")
@@ -398,7 +403,7 @@ def test_the_detached_workers_of_a_home_are_its_hooks_and_no_other(tmp_path: Pat
     ]
     try:
         wait_for(lambda: detached_workers(link) == [hook.pid], "the hook's process", timeout=10)
-        assert detached_workers(other) == [others[1].pid]
+        wait_for(lambda: detached_workers(other) == [others[1].pid], "the other's hook", 10)
         hook.kill()
         hook.wait()
         assert detached_workers(home) == []  # the service of that home is not among them
