@@ -193,6 +193,10 @@ def cli_env(stub_env: dict[str, str], **extra: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+def take_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_resume_goes_on(
     user_memory: Settings, stub_env: dict[str, str], private_tmp: Path, tmp_path: Path
 ) -> None:
@@ -202,8 +206,10 @@ def test_ctrl_c_stops_cleanly_and_resume_goes_on(
     exe = Path(sys.executable).parent / "mtl-mcp"
     args = [str(exe), "trial", "run", "--client", "claude-code", "--suite", stub_env["STUB_SUITE"],
             "--arms", "none,memory", "--runs", "1", "--tasks", "2", "--yes"]  # fmt: skip
+    # Ctrl-C as a terminal sends it, to a process that takes it: a child inherits an ignored
+    # SIGINT, and some test before this one in the same worker may leave it ignored.
     child = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+                             stderr=subprocess.PIPE, text=True, preexec_fn=take_sigint)  # fmt: skip
     wait_for(lambda: any((tmp_path / "state").glob("child-*")), "the first session", timeout=180)
     sleeper = int(next((tmp_path / "state").glob("child-*")).read_text())
     child.send_signal(signal.SIGINT)
